@@ -1,0 +1,52 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// C does mechanism and speed (CBridge), Swift does policy (BridgeEngine), the RPC
+// layer only translates (BridgeRPC). System libraries come from Debian's -dev
+// packages through pkg-config; `make deps` installs them.
+func system(_ name: String, _ pkg: String, _ apt: String) -> Target {
+    .systemLibrary(name: name, pkgConfig: pkg, providers: [.apt([apt])])
+}
+
+let package = Package(
+    name: "CodingBridgeCore",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "codingbridge", targets: ["codingbridge"]),
+        .executable(name: "cb-bench", targets: ["cb-bench"]),
+        .library(name: "BridgeCore", targets: ["BridgeCore"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+    ],
+    targets: [
+        system("CUV", "libuv", "libuv1-dev"),
+        system("CJansson", "jansson", "libjansson-dev"),
+        system("CPCRE2", "libpcre2-8", "libpcre2-dev"),
+        system("CSQLite", "sqlite3", "libsqlite3-dev"),
+        .target(
+            name: "CBridge",
+            dependencies: ["CUV", "CJansson", "CPCRE2", "CSQLite"],
+            path: ".",
+            sources: ["Sources/CBridge"],
+            publicHeadersPath: "include",
+            cSettings: [.unsafeFlags(["-O2", "-fno-strict-aliasing"])]
+        ),
+        .target(name: "BridgeCore", dependencies: ["CBridge", "CJansson"]),
+        .target(name: "BridgeEngine", dependencies: ["BridgeCore"]),
+        .target(name: "BridgeRPC", dependencies: ["BridgeCore", "BridgeEngine"]),
+        .executableTarget(
+            name: "codingbridge",
+            dependencies: ["BridgeRPC", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .executableTarget(
+            name: "cb-bench",
+            dependencies: ["BridgeRPC", "BridgeCore", "BridgeEngine",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore"]),
+        .testTarget(name: "BridgeEngineTests", dependencies: ["BridgeEngine", "BridgeCore"]),
+        .testTarget(name: "BridgeRPCTests", dependencies: ["BridgeRPC", "BridgeCore"]),
+    ],
+    swiftLanguageModes: [.v5]
+)

@@ -1,0 +1,43 @@
+import BridgeCore
+
+/// Who is calling: the connection a request came in on. Later: device id.
+public struct RPCContext {
+    public var connectionID: Int
+    public var deviceID: String?
+    public init(connectionID: Int, deviceID: String? = nil) {
+        self.connectionID = connectionID
+        self.deviceID = deviceID
+    }
+}
+
+/// Completes a request that a handler answers later (an approval a person
+/// decides minutes from now). Must be called exactly once, on the loop thread.
+public typealias RPCReply = (Result<JSON, RPCError>) -> Void
+
+/// The method registry. Each area registers its methods in a file of its own
+/// (`Methods/<Area>.swift`); the server only looks names up here.
+public final class MethodTable {
+    public enum Handler {
+        case sync((Params, RPCContext) throws -> JSON)
+        case async((Params, RPCContext, @escaping RPCReply) throws -> Void)
+    }
+
+    public private(set) var handlers: [String: Handler] = [:]
+
+    public init() {}
+
+    /// A handler that answers on return (or throws an RPCError).
+    public func on(_ method: String, _ body: @escaping (Params, RPCContext) throws -> JSON) {
+        precondition(handlers[method] == nil, "method \(method) registered twice")
+        handlers[method] = .sync(body)
+    }
+
+    /// A handler that answers later through `reply`. Throwing before calling
+    /// `reply` answers with the thrown error.
+    public func onAsync(_ method: String, _ body: @escaping (Params, RPCContext, @escaping RPCReply) throws -> Void) {
+        precondition(handlers[method] == nil, "method \(method) registered twice")
+        handlers[method] = .async(body)
+    }
+
+    public var methodNames: [String] { handlers.keys.sorted() }
+}

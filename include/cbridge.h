@@ -1,0 +1,6 @@
+/* CBridge: the C runtime of CodingBridge Core. One header per concept;
+ * this umbrella is what Swift imports. Every public name is prefixed cb_. */
+#ifndef CBRIDGE_H
+#define CBRIDGE_H
+#include "cb_error.h"
+#endif
