@@ -1,0 +1,33 @@
+import CUV
+
+/// The one libuv loop that runs transport, timers and the engine. Everything
+/// that touches it runs on the thread that calls `run()`; no locks needed.
+public final class EventLoop {
+    package let uv: UnsafeMutablePointer<uv_loop_t>
+
+    public init() {
+        uv = .allocate(capacity: 1)
+        let rc = uv_loop_init(uv)
+        precondition(rc == 0, "uv_loop_init: \(String(cString: uv_strerror(rc)))")
+    }
+
+    deinit {
+        // Close any handles still open (timers, pipes) so uv_loop_close succeeds.
+        uv_walk(uv, { h, _ in if uv_is_closing(h) == 0 { uv_close(h, nil) } }, nil)
+        uv_run(uv, UV_RUN_DEFAULT)
+        uv_loop_close(uv)
+        uv.deallocate()
+    }
+
+    /// Runs until `stop()` or until nothing is left to do.
+    public func run() { uv_run(uv, UV_RUN_DEFAULT) }
+
+    /// Runs one iteration without blocking (tests drive the loop with this).
+    @discardableResult
+    public func runOnce() -> Bool { uv_run(uv, UV_RUN_NOWAIT) != 0 }
+
+    public func stop() { uv_stop(uv) }
+
+    /// The loop's cached monotonic time in milliseconds.
+    public var nowMs: UInt64 { uv_now(uv) }
+}
