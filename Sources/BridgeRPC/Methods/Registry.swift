@@ -1,0 +1,6 @@
+/// Every method group, registered once per server. Each area keeps its
+/// methods in a file of its own beside this one.
+extension MethodTable {
+    public func registerAll(_ env: ServerEnvironment) throws {
+    }
+}

@@ -1,0 +1,29 @@
+import BridgeCore
+
+/// Options the `serve` command passes to the server.
+public struct ServerOptions {
+    public var maxMessageBytes: Int = 16 << 20
+    /// Time advances only through `debug.advanceClock` (tests, demos).
+    public var manualClock: Bool = false
+    /// nil: $XDG_STATE_HOME/codingbridge, else ~/.local/state/codingbridge.
+    public var stateDirectory: String? = nil
+    /// Keep durable state in memory only.
+    public var ephemeral: Bool = false
+    public init() {}
+}
+
+/// The shared services every method group reaches. One instance per server,
+/// created before any method is registered; each area adds its service here.
+public final class ServerEnvironment {
+    public let loop: EventLoop
+    public let options: ServerOptions
+    /// Sends a server->client notification to every connected client.
+    /// The server sets this when it starts; before that it drops nothing
+    /// because nothing can happen before the loop runs.
+    public var broadcast: (_ method: String, _ params: JSON) -> Void = { _, _ in }
+
+    public init(loop: EventLoop, options: ServerOptions) {
+        self.loop = loop
+        self.options = options
+    }
+}
