@@ -3,4 +3,6 @@
 #ifndef CBRIDGE_H
 #define CBRIDGE_H
 #include "cb_error.h"
+#include "cb_elapsed.h"
+#include "cb_timeouts.h"
 #endif

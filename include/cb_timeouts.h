@@ -1,0 +1,85 @@
+#ifndef CB_TIMEOUTS_H
+#define CB_TIMEOUTS_H
+/* Many timeouts on ONE libuv timer: an indexed 4-ary min-heap ordered by
+ * (absolute deadline in ms, schedule sequence), so callbacks run in deadline
+ * order and ties run first-scheduled-first.
+ *
+ * Clocks. A SYSTEM scheduler reads the loop's monotonic clock (uv_now after
+ * uv_update_time, so a deadline is never computed from a stale loop time and a
+ * timeout never fires early) and fires from its uv timer. A MANUAL scheduler
+ * has no timer: time moves only through cb_timeouts_advance(), which fires
+ * everything due, in order, with the clock set to each timeout's deadline
+ * while its callback runs (so a callback that schedules +10 ms lands inside
+ * the same window when it fits). The heap and firing code are the same.
+ *
+ * Deadlines are absolute: re-arming never accumulates error, so a timeout an
+ * hour out fires at its deadline, and a periodic job that reschedules with
+ * cb_timeouts_schedule_at(prev_deadline + period) never drifts.
+ *
+ * Ids. An id is (generation << 32 | slot); it dies when its timeout fires or is
+ * cancelled. Using a dead id (stale, or cancel of a timeout from inside its own
+ * callback) returns CB_ENOTFOUND and changes nothing. 0 is never an id. A slot's
+ * generation wraps after 2^31 reuses of that slot.
+ *
+ * Memory per pending timeout: 16 B heap key (deadline, seq) + 4 B heap->slot
+ * index + 24 B slot (fn, data, heap index, generation) = 44 B, plus growth
+ * slack of the arrays (they double); cb_timeouts_memory() reports the total.
+ *
+ * Re-entrancy: from a callback you may schedule, cancel (any id, including
+ * ones due in the same pass), reschedule, advance (manual: nested advances
+ * fire nothing already being fired twice) and cb_timeouts_close() (deferred
+ * until the callback returns). Single-threaded: the loop thread only. */
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+typedef struct cb_timeouts cb_timeouts;
+typedef uint64_t cb_timeout_id;
+typedef void (*cb_timeout_fn)(cb_timeouts *t, cb_timeout_id id, void *data);
+
+typedef enum cb_clock_kind { CB_CLOCK_SYSTEM = 0, CB_CLOCK_MANUAL = 1 } cb_clock_kind;
+
+/* loop may be NULL only for CB_CLOCK_MANUAL. A manual clock starts at 0 ms. */
+int cb_timeouts_new(uv_loop_t *loop, cb_clock_kind clock, cb_timeouts **out);
+/* Drops every pending timeout without calling it. A system scheduler closes
+ * its uv timer and is freed in the close callback (run the loop once more);
+ * from inside a callback the close is deferred until it returns. */
+void cb_timeouts_close(cb_timeouts *t);
+
+void cb_timeouts_set_data(cb_timeouts *t, void *data);
+void *cb_timeouts_get_data(const cb_timeouts *t);
+cb_clock_kind cb_timeouts_clock(const cb_timeouts *t);
+
+/* The scheduler's clock in ms (system: loop monotonic time, refreshed). */
+uint64_t cb_timeouts_now(cb_timeouts *t);
+
+/* Run fn(t, id, data) once, at now + delay_ms or later (saturating). */
+int cb_timeouts_schedule(cb_timeouts *t, uint64_t delay_ms, cb_timeout_fn fn, void *data,
+                         cb_timeout_id *out);
+/* Same at an absolute deadline; one already past fires on the next turn/advance. */
+int cb_timeouts_schedule_at(cb_timeouts *t, uint64_t deadline_ms, cb_timeout_fn fn, void *data,
+                            cb_timeout_id *out);
+/* 0, or CB_ENOTFOUND when the id already fired, was cancelled or never existed. */
+int cb_timeouts_cancel(cb_timeouts *t, cb_timeout_id id);
+/* Moves a pending timeout (same id, fn, data); it queues behind others that
+ * share its new deadline, as if newly scheduled. CB_ENOTFOUND if dead. */
+int cb_timeouts_reschedule(cb_timeouts *t, cb_timeout_id id, uint64_t delay_ms);
+int cb_timeouts_reschedule_at(cb_timeouts *t, cb_timeout_id id, uint64_t deadline_ms);
+/* The pending timeout's deadline, or CB_ENOTFOUND. */
+int cb_timeouts_deadline(const cb_timeouts *t, cb_timeout_id id, uint64_t *deadline_ms);
+
+size_t cb_timeouts_pending(const cb_timeouts *t);
+/* Earliest pending deadline, or CB_ENOTFOUND when nothing is pending. */
+int cb_timeouts_next_deadline(const cb_timeouts *t, uint64_t *deadline_ms);
+/* Bytes allocated for the heap and slot arrays (not counting the struct). */
+size_t cb_timeouts_memory(const cb_timeouts *t);
+
+/* Manual clock only (else CB_EINVAL): moves time forward by ms, firing every
+ * timeout due up to the new time in deadline order, including ones scheduled
+ * by those callbacks inside the window. *fired (may be NULL) gets the count. */
+int cb_timeouts_advance(cb_timeouts *t, uint64_t ms, size_t *fired);
+
+/* System clock: at most this many callbacks per timer turn (default 4096)
+ * before yielding to I/O, so a burst of due timeouts cannot starve the loop. */
+void cb_timeouts_set_batch_limit(cb_timeouts *t, size_t limit);
+#endif
