@@ -3,6 +3,7 @@
 #ifndef CBRIDGE_H
 #define CBRIDGE_H
 #include "cb_error.h"
+#include "cb_store.h"
 #include "cb_elapsed.h"
 #include "cb_timeouts.h"
 #endif
