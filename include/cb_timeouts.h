@@ -4,9 +4,11 @@
  * (absolute deadline in ms, schedule sequence), so callbacks run in deadline
  * order and ties run first-scheduled-first.
  *
- * Clocks. A SYSTEM scheduler reads the loop's monotonic clock (uv_now after
- * uv_update_time, so a deadline is never computed from a stale loop time and a
- * timeout never fires early) and fires from its uv timer. A MANUAL scheduler
+ * Clocks. A SYSTEM scheduler fires from its uv timer when the loop's
+ * monotonic time reaches a deadline; relative deadlines start from the precise
+ * monotonic clock rounded up to the next ms (never from a stale or truncated
+ * loop time), so a timeout never fires early in real time and is at most
+ * ~1 ms + loop latency late. A MANUAL scheduler
  * has no timer: time moves only through cb_timeouts_advance(), which fires
  * everything due, in order, with the clock set to each timeout's deadline
  * while its callback runs (so a callback that schedules +10 ms lands inside
@@ -26,9 +28,12 @@
  * slack of the arrays (they double); cb_timeouts_memory() reports the total.
  *
  * Re-entrancy: from a callback you may schedule, cancel (any id, including
- * ones due in the same pass), reschedule, advance (manual: nested advances
- * fire nothing already being fired twice) and cb_timeouts_close() (deferred
- * until the callback returns). Single-threaded: the loop thread only. */
+ * ones due in the same pass), reschedule, advance (manual: a nested advance
+ * moves the clock further; time never goes back and nothing fires twice) and
+ * cb_timeouts_close() (deferred until the callback returns). A manual-clock
+ * callback that keeps scheduling itself with delay 0 never lets advance()
+ * return: that is the caller's infinite loop, as with any event queue.
+ * Single-threaded: the loop thread only. */
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
@@ -50,7 +55,8 @@ void cb_timeouts_set_data(cb_timeouts *t, void *data);
 void *cb_timeouts_get_data(const cb_timeouts *t);
 cb_clock_kind cb_timeouts_clock(const cb_timeouts *t);
 
-/* The scheduler's clock in ms (system: loop monotonic time, refreshed). */
+/* The scheduler's clock in ms (system: the loop's monotonic time, refreshed;
+ * manual: starts at 0 and moves only by advance). */
 uint64_t cb_timeouts_now(cb_timeouts *t);
 
 /* Run fn(t, id, data) once, at now + delay_ms or later (saturating). */
@@ -82,4 +88,7 @@ int cb_timeouts_advance(cb_timeouts *t, uint64_t ms, size_t *fired);
 /* System clock: at most this many callbacks per timer turn (default 4096)
  * before yielding to I/O, so a burst of due timeouts cannot starve the loop. */
 void cb_timeouts_set_batch_limit(cb_timeouts *t, size_t limit);
+/* System clock: whether pending timeouts keep uv_run() from returning (on by
+ * default, like a uv timer; a server may turn it off so only I/O does). */
+void cb_timeouts_set_ref(cb_timeouts *t, int ref);
 #endif
