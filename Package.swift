@@ -37,12 +37,15 @@ let package = Package(
         .target(name: "BridgeRPC", dependencies: ["BridgeCore", "BridgeEngine"]),
         .executableTarget(
             name: "codingbridge",
-            dependencies: ["BridgeRPC", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["BridgeRPC", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            // main.swift holds @main beside other files: compile it as a library file.
+            swiftSettings: [.unsafeFlags(["-parse-as-library"])]
         ),
         .executableTarget(
             name: "cb-bench",
             dependencies: ["BridgeRPC", "BridgeCore", "BridgeEngine",
-                           .product(name: "ArgumentParser", package: "swift-argument-parser")]
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: [.unsafeFlags(["-parse-as-library"])]
         ),
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore"]),
         .testTarget(name: "BridgeEngineTests", dependencies: ["BridgeEngine", "BridgeCore"]),

@@ -3,6 +3,12 @@
 #ifndef CBRIDGE_H
 #define CBRIDGE_H
 #include "cb_error.h"
+#include "cb_buf.h"
+#include "cb_framing.h"
+#include "cb_jsonrpc.h"
+#include "cb_rpc.h"
+#include "cb_conn.h"
+#include "cb_signal.h"
 #include "cb_store.h"
 #include "cb_elapsed.h"
 #include "cb_timeouts.h"

@@ -9,6 +9,8 @@ public struct ServerOptions {
     public var stateDirectory: String? = nil
     /// Keep durable state in memory only.
     public var ephemeral: Bool = false
+    /// stderr verbosity (`--log-level`).
+    public var logLevel: LogLevel = .info
     public init() {}
 }
 
@@ -21,6 +23,11 @@ public final class ServerEnvironment {
     /// The server sets this when it starts; before that it drops nothing
     /// because nothing can happen before the loop runs.
     public var broadcast: (_ method: String, _ params: JSON) -> Void = { _, _ in }
+    /// What the server reopened from durable state, reported in `initialize`'s
+    /// `recovered` (the store/engine set this; default: nothing recovered).
+    public var recovered: () -> JSON = { .object([:]) }
+    /// Run once when the server stops (exit, EOF, signal), after output is flushed.
+    public var onExit: [() -> Void] = []
 
     public init(loop: EventLoop, options: ServerOptions) {
         self.loop = loop

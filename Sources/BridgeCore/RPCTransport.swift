@@ -1,0 +1,258 @@
+import CBridge
+import CJansson
+
+/// How a peer frames its messages; detected from the first bytes it sends.
+public enum Framing: String, Sendable {
+    case unknown, ndjson, lsp
+}
+
+/// Limits of the JSON-RPC transport. Defaults: 16 MiB messages, nesting 128,
+/// input paused above 4 MiB of unread output and resumed below 1 MiB,
+/// notifications dropped above 64 MiB.
+public struct TransportLimits: Sendable {
+    public var maxMessageBytes: Int = 16 << 20
+    public var maxDepth: Int = 128
+    public var highWater: Int = 4 << 20
+    public var lowWater: Int = 1 << 20
+    public var notifyLimit: Int = 64 << 20
+    public init() {}
+}
+
+/// One JSON-RPC peer (stdio, or in-memory). Owned by its `RPCEndpoint`.
+public final class RPCConnection {
+    fileprivate var raw: UnsafeMutablePointer<cb_conn_t>?
+    public let id: Int
+    /// Anything the server wants to remember about this peer.
+    public var userInfo: [String: Any] = [:]
+    fileprivate var onClosed: (() -> Void)?
+
+    fileprivate init(_ raw: UnsafeMutablePointer<cb_conn_t>) {
+        self.raw = raw
+        self.id = Int(raw.pointee.id)
+    }
+
+    public var framing: Framing {
+        guard let raw else { return .unknown }
+        switch cb_conn_framing(raw) {
+        case CB_FRAMING_NDJSON: return .ndjson
+        case CB_FRAMING_LSP: return .lsp
+        default: return .unknown
+        }
+    }
+    public var isClosed: Bool { raw == nil || raw!.pointee.closed != 0 }
+    /// Bytes queued for the peer and not yet written.
+    public var queuedBytes: Int { raw.map { Int(cb_conn_queued($0)) } ?? 0 }
+    /// How often input was paused because the peer did not read its replies.
+    public var pauses: UInt64 { raw?.pointee.pauses ?? 0 }
+    public var droppedNotifications: UInt64 { raw?.pointee.dropped_notifications ?? 0 }
+
+    /// Sends a server->client notification. Returns false when it was dropped
+    /// (closed connection, or the peer has not read enough of its output).
+    @discardableResult
+    public func notify(_ method: String, _ params: JSON?) -> Bool {
+        guard let raw else { return false }
+        let p = params?.makeJanssonValue()
+        defer { if let p { json_decref(p) } }
+        return cb_conn_notify(raw, method, p) == 0
+    }
+
+    /// Flushes queued output, then closes; `then` runs when it is done.
+    public func close(then: (() -> Void)? = nil) {
+        guard let raw, raw.pointee.closing == 0 else { then?(); return }
+        onClosed = then
+        cb_conn_close(raw)
+    }
+
+    // MARK: in-memory peers
+
+    /// Feeds raw bytes as if the peer had written them (in-memory connections).
+    public func feed(_ bytes: UnsafeRawBufferPointer) {
+        guard let raw, let base = bytes.baseAddress else { return }
+        _ = cb_conn_feed(raw, base.assumingMemoryBound(to: CChar.self), bytes.count)
+    }
+    public func feed(_ text: String) {
+        var t = text
+        t.withUTF8 { feed(UnsafeRawBufferPointer($0)) }
+    }
+    public func feed(_ bytes: [UInt8]) { bytes.withUnsafeBytes { feed($0) } }
+    /// The peer closed its side.
+    public func feedEOF() { if let raw { cb_conn_feed_eof(raw) } }
+    /// Everything written to an in-memory peer since the last call.
+    public func takeOutput() -> [UInt8] {
+        guard let raw else { return [] }
+        var n = 0
+        guard let p = cb_conn_output(raw, &n), n > 0 else { return [] }
+        let out = Array(UnsafeRawBufferPointer(start: p, count: n).bindMemory(to: UInt8.self))
+        cb_conn_output_clear(raw)
+        return out
+    }
+    /// Discards collected output (benchmarks that only count).
+    public func discardOutput() -> Int {
+        guard let raw else { return 0 }
+        var n = 0
+        _ = cb_conn_output(raw, &n)
+        cb_conn_output_clear(raw)
+        return n
+    }
+}
+
+/// Answers one request. Exactly one of `result`/`error` takes effect; if the
+/// responder is dropped unanswered the client still gets a -32603, so a
+/// forgotten async reply can never leave a client waiting forever.
+public final class RPCResponder {
+    private var req: OpaquePointer?
+    fileprivate init(_ req: OpaquePointer) { self.req = req }
+    public var isAnswered: Bool { req == nil }
+
+    public func result(_ value: JSON) {
+        guard let r = req else { return }
+        req = nil
+        cb_req_result(r, value.makeJanssonValue())
+    }
+    public func error(code: Int, message: String, data: JSON?) {
+        guard let r = req else { return }
+        req = nil
+        cb_req_error(r, Int32(truncatingIfNeeded: code), message, data?.makeJanssonValue())
+    }
+    deinit {
+        if let r = req {
+            cb_req_error(r, -32603, "Internal error", JSON.object(["reason": "the request was dropped without a reply"]).makeJanssonValue())
+        }
+    }
+}
+
+/// One incoming call. `responder` is nil for a notification.
+public struct RPCCall {
+    public let method: String
+    public let params: JSON?
+    public let connection: RPCConnection
+    public let responder: RPCResponder?
+}
+
+/// The JSON-RPC endpoint over the C transport: decodes, validates envelopes,
+/// answers fixed-result methods in C, and hands every other call to `onCall`.
+public final class RPCEndpoint {
+    public let loop: EventLoop
+    fileprivate var rpc: UnsafeMutablePointer<cb_rpc_t>!
+    fileprivate var connections: [Int: RPCConnection] = [:]
+    private var signals: OpaquePointer?
+    /// Every call that C does not answer itself.
+    public var onCall: (RPCCall) -> Void = { $0.responder?.error(code: -32601, message: "Method not found", data: nil) }
+    /// The peer closed its input (EOF) or stopped accepting output.
+    public var onPeerGone: (RPCConnection) -> Void = { _ in }
+    /// SIGTERM / SIGINT arrived (after `watchSignals`).
+    public var onSignal: (Int32) -> Void = { _ in }
+
+    public init(loop: EventLoop, limits: TransportLimits = TransportLimits()) {
+        self.loop = loop
+        var l = cb_rpc_limits_t()
+        l.max_message_bytes = max(1, limits.maxMessageBytes)
+        l.max_depth = max(1, limits.maxDepth)
+        l.high_water = max(1, limits.highWater)
+        l.low_water = max(1, limits.lowWater)
+        l.notify_limit = max(1, limits.notifyLimit)
+        rpc = cb_rpc_new(loop.uv, &l, endpointCall, endpointConnEvent, nil)
+        precondition(rpc != nil, "cb_rpc_new: out of memory")
+        rpc.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+    }
+
+    deinit {
+        for c in connections.values { c.close() }
+        if let signals { cb_signals_close(signals) }
+        loop.runOnce()
+        for c in connections.values { if let raw = c.raw { raw.pointee.data = nil; cb_conn_release(raw) } ; c.raw = nil }
+        cb_rpc_free(rpc)
+    }
+
+    /// Answers `method` in C with a fixed result (valid JSON text).
+    public func setStaticResult(_ method: String, json: String) {
+        var t = json
+        let rc = t.withUTF8 { b in b.withMemoryRebound(to: CChar.self) { cb_rpc_set_static(rpc, method, $0.baseAddress, $0.count) } }
+        precondition(rc == 0, "static result for \(method) is not JSON")
+    }
+
+    /// Starts serving the process's stdin/stdout.
+    public func openStdio() throws -> RPCConnection {
+        var raw: UnsafeMutablePointer<cb_conn_t>?
+        let rc = cb_conn_open_stdio(rpc, &raw)
+        guard rc == 0, let raw else { throw TransportError(code: Int(rc)) }
+        return adopt(raw)
+    }
+
+    /// A connection driven from this process (tests, fuzzers, benchmarks).
+    public func openInMemory() -> RPCConnection {
+        adopt(cb_conn_open_memory(rpc))
+    }
+
+    public var allConnections: [RPCConnection] { connections.keys.sorted().compactMap { connections[$0] } }
+
+    /// Delivers SIGTERM/SIGINT to `onSignal` instead of killing the process.
+    public func watchSignals() {
+        guard signals == nil else { return }
+        var s: OpaquePointer?
+        cb_signals_watch(loop.uv, endpointSignal, Unmanaged.passUnretained(self).toOpaque(), &s)
+        signals = s
+    }
+
+    public struct Counters: Sendable {
+        public var messages, answeredInC, dispatched, errors: UInt64
+    }
+    public var counters: Counters {
+        Counters(messages: rpc.pointee.messages, answeredInC: rpc.pointee.c_answered,
+                 dispatched: rpc.pointee.dispatched, errors: rpc.pointee.errors)
+    }
+
+    private func adopt(_ raw: UnsafeMutablePointer<cb_conn_t>) -> RPCConnection {
+        let c = RPCConnection(raw)
+        raw.pointee.data = Unmanaged.passUnretained(c).toOpaque()
+        connections[c.id] = c
+        return c
+    }
+
+    fileprivate func closed(_ c: RPCConnection) {
+        connections[c.id] = nil
+        if let raw = c.raw { raw.pointee.data = nil; cb_conn_release(raw) }
+        c.raw = nil
+        let then = c.onClosed
+        c.onClosed = nil
+        then?()
+    }
+}
+
+public struct TransportError: Error, CustomStringConvertible {
+    public let code: Int
+    public var description: String { String(cString: cb_strerror(Int32(code))) }
+}
+
+private func endpoint(_ rpc: UnsafeMutablePointer<cb_rpc_t>?) -> RPCEndpoint? {
+    guard let d = rpc?.pointee.data else { return nil }
+    return Unmanaged<RPCEndpoint>.fromOpaque(d).takeUnretainedValue()
+}
+
+private func connection(_ c: UnsafeMutablePointer<cb_conn_t>?) -> RPCConnection? {
+    guard let d = c?.pointee.data else { return nil }
+    return Unmanaged<RPCConnection>.fromOpaque(d).takeUnretainedValue()
+}
+
+private let endpointCall: cb_rpc_call_cb = { rpc, conn, req, method, methodLen, params in
+    guard let ep = endpoint(rpc), let c = connection(conn) else {
+        if let req { cb_req_error(req, -32603, "Internal error", nil) }
+        return
+    }
+    let name = String(decoding: UnsafeRawBufferPointer(start: method, count: methodLen), as: UTF8.self)
+    let p: JSON? = params.map { JSON(borrowing: $0) }
+    ep.onCall(RPCCall(method: name, params: p, connection: c, responder: req.map { RPCResponder($0) }))
+}
+
+private let endpointConnEvent: cb_rpc_conn_cb = { rpc, conn, ev in
+    guard let ep = endpoint(rpc), let c = connection(conn) else { return }
+    switch ev {
+    case CB_CONN_EV_CLOSED: ep.closed(c)
+    default: ep.onPeerGone(c)
+    }
+}
+
+private let endpointSignal: cb_signal_cb = { data, signum in
+    guard let data else { return }
+    Unmanaged<RPCEndpoint>.fromOpaque(data).takeUnretainedValue().onSignal(signum)
+}

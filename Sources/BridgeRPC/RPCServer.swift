@@ -1,0 +1,258 @@
+import BridgeCore
+import BridgeEngine
+
+/// The JSON-RPC server: lifecycle, built-in methods, and dispatch into the
+/// MethodTable. Transport, framing and envelope rules live in C (CBridge);
+/// `ping` and `rpc.discover` are answered there without entering Swift.
+///
+/// Lifecycle (process-wide, as in LSP): before `initialize` only `initialize`,
+/// `ping`, `rpc.discover` and `exit` work (others: -32002); after `shutdown`
+/// only `exit`, `ping` and `rpc.discover` (others: -32600). `exit` ends the
+/// process with 0 after `shutdown`, else 1. EOF on input, SIGTERM or SIGINT:
+/// queued output is flushed and the process exits with 0.
+public final class RPCServer {
+    public enum Phase: Sendable { case awaitingInitialize, running, shuttingDown, stopped }
+
+    public static let protocolVersion = "1.0"
+    public static let serverName = "codingbridge"
+    /// Methods the server itself implements (never in the MethodTable).
+    public static let builtins = ["initialize", "initialized", "shutdown", "exit", "ping", "rpc.discover"]
+
+    public let env: ServerEnvironment
+    public let methods: MethodTable
+    public let endpoint: RPCEndpoint
+    public private(set) var phase: Phase = .awaitingInitialize
+    /// Set when the server decided to stop; what `serveStdio` returns.
+    public private(set) var exitCode: Int32?
+    private var stopping = false
+    private var stdio: RPCConnection?
+
+    public init(env: ServerEnvironment, methods: MethodTable? = nil) throws {
+        self.env = env
+        Log.level = env.options.logLevel
+        var limits = TransportLimits()
+        limits.maxMessageBytes = env.options.maxMessageBytes
+        endpoint = RPCEndpoint(loop: env.loop, limits: limits)
+        if let methods {
+            self.methods = methods
+        } else {
+            self.methods = MethodTable()
+            try self.methods.registerAll(env)
+        }
+        for name in Self.builtins where self.methods.handlers[name] != nil {
+            throw RPCError.internalError("method \(name) is built into the server")
+        }
+        // The answers that never change are spliced into replies in C.
+        endpoint.setStaticResult("ping", json: "{}")
+        endpoint.setStaticResult("rpc.discover", json: OpenRPCDocument.text)
+        endpoint.onCall = { [unowned self] call in self.handle(call) }
+        endpoint.onPeerGone = { [unowned self] conn in
+            Log.debug("connection \(conn.id): peer gone")
+            if conn === self.stdio { self.stop(exitCode: 0, reason: "end of input") }
+            else { conn.close() }
+        }
+        endpoint.onSignal = { [unowned self] sig in
+            self.stop(exitCode: 0, reason: sig == 15 ? "SIGTERM" : "SIGINT")
+        }
+        env.broadcast = { [unowned self] method, params in self.broadcast(method, params) }
+    }
+
+    /// Serves stdin/stdout until exit, EOF or a signal; returns the exit code.
+    public func serveStdio() throws -> Int32 {
+        endpoint.watchSignals()
+        stdio = try endpoint.openStdio()
+        Log.debug("serving on stdio")
+        env.loop.run()
+        return exitCode ?? 0
+    }
+
+    /// Sends a notification to every connection that completed `initialize`.
+    public func broadcast(_ method: String, _ params: JSON) {
+        for c in endpoint.allConnections where c.userInfo["initialized"] != nil {
+            if !c.notify(method, params) { Log.debug("notification \(method) to connection \(c.id) dropped") }
+        }
+    }
+
+    /// An in-process client: bytes in, replies out, no pipes (fuzzers,
+    /// benchmarks, unit tests). Its calls take the same path as stdio's.
+    public func makeInProcessClient() -> InProcessClient {
+        InProcessClient(connection: endpoint.openInMemory(), loop: env.loop)
+    }
+
+    /// Stops serving: flush every connection, run the exit hooks, stop the loop.
+    public func stop(exitCode code: Int32, reason: String) {
+        guard !stopping else { return }
+        stopping = true
+        exitCode = code
+        phase = .stopped
+        Log.debug("stopping (\(reason)), exit code \(code)")
+        var open = endpoint.allConnections.count
+        let finish = { [env] in
+            for hook in env.onExit { hook() }
+            env.loop.stop()
+        }
+        if open == 0 { finish(); return }
+        for c in endpoint.allConnections {
+            c.close {
+                open -= 1
+                if open == 0 { finish() }
+            }
+        }
+    }
+
+    // MARK: dispatch
+
+    private func handle(_ call: RPCCall) {
+        switch call.method {
+        case "initialize": initialize(call)
+        case "initialized":
+            call.responder?.result(.null)
+        case "shutdown":
+            if phase == .awaitingInitialize { return notInitialized(call) }
+            phase = .shuttingDown
+            call.responder?.result(.null)
+        case "exit":
+            call.responder?.result(.null)
+            stop(exitCode: phase == .shuttingDown ? 0 : 1, reason: "exit")
+        default:
+            switch phase {
+            case .awaitingInitialize: return notInitialized(call)
+            case .shuttingDown, .stopped:
+                call.responder?.error(code: RPCError.invalidRequestCode, message: "Invalid Request",
+                                      data: ["reason": "the server is shutting down", "method": .string(call.method)])
+                return
+            case .running: break
+            }
+            dispatch(call)
+        }
+    }
+
+    private func notInitialized(_ call: RPCCall) {
+        call.responder?.error(code: RPCError.notInitializedCode, message: "Server not initialized",
+                              data: ["reason": "send initialize first", "method": .string(call.method)])
+    }
+
+    private func context(_ c: RPCConnection) -> RPCContext {
+        RPCContext(connectionID: c.id, deviceID: c.userInfo["deviceId"] as? String)
+    }
+
+    private func dispatch(_ call: RPCCall) {
+        guard let handler = methods.handlers[call.method] else {
+            let e = RPCError.methodNotFound(call.method)
+            call.responder?.error(code: e.code, message: e.message, data: e.data)
+            return
+        }
+        let responder = call.responder
+        do {
+            let params = try Params(call.params)
+            let ctx = context(call.connection)
+            switch handler {
+            case .sync(let body):
+                let result = try body(params, ctx)
+                responder?.result(result)
+            case .async(let body):
+                try body(params, ctx) { outcome in
+                    switch outcome {
+                    case .success(let r): responder?.result(r)
+                    case .failure(let e): responder?.error(code: e.code, message: e.message, data: e.data)
+                    }
+                }
+            }
+        } catch let e as RPCError {
+            if responder == nil { Log.debug("notification \(call.method) failed: \(e.message)") }
+            responder?.error(code: e.code, message: e.message, data: e.data)
+        } catch {
+            Log.error("\(call.method): \(error)")
+            let e = RPCError.internalError(String(describing: error))
+            responder?.error(code: e.code, message: e.message, data: e.data)
+        }
+    }
+
+    private func initialize(_ call: RPCCall) {
+        guard let responder = call.responder else { return } // a notification cannot initialize
+        if phase != .awaitingInitialize {
+            return responder.error(code: RPCError.invalidRequestCode, message: "Invalid Request",
+                                   data: ["reason": "initialize was already received"])
+        }
+        do {
+            let p = try Params(call.params)
+            if let info = try p.optional("clientInfo", as: [String: JSON].self), let n = info["name"], n.stringValue == nil {
+                throw RPCError.invalidParams("invalid params: 'clientInfo.name' must be string",
+                                             data: ["param": "clientInfo.name", "expected": "string", "got": .string(n.typeName)])
+            }
+            _ = try p.optional("capabilities", as: [String: JSON].self)
+            if let device = try p.optional("deviceId", as: String.self) {
+                call.connection.userInfo["deviceId"] = device
+            }
+            phase = .running
+            call.connection.userInfo["initialized"] = true
+            let methodNames = (Self.builtins + methods.methodNames).sorted()
+            responder.result([
+                "serverInfo": ["name": .string(Self.serverName), "version": .string(BridgeEngineVersion.value)],
+                "protocolVersion": .string(Self.protocolVersion),
+                "capabilities": [
+                    "methods": .array(methodNames.map { .string($0) }),
+                    "framing": .string(call.connection.framing.rawValue),
+                    "batch": true,
+                    "maxMessageBytes": .int(Int64(env.options.maxMessageBytes)),
+                    "manualClock": .bool(env.options.manualClock),
+                ],
+                "recovered": env.recovered(),
+            ])
+        } catch let e as RPCError {
+            responder.error(code: e.code, message: e.message, data: e.data)
+        } catch {
+            responder.error(code: RPCError.internalErrorCode, message: "Internal error", data: ["detail": .string("\(error)")])
+        }
+    }
+}
+
+/// Drives the server from inside the process: feed raw bytes (any framing),
+/// read back what the server wrote. Async replies appear in `takeOutput()`
+/// once their handler answers.
+public final class InProcessClient {
+    public let connection: RPCConnection
+    private let loop: EventLoop
+    private var nextID: Int64 = 1
+
+    init(connection: RPCConnection, loop: EventLoop) {
+        self.connection = connection
+        self.loop = loop
+    }
+
+    /// Feeds raw bytes and returns everything written back so far.
+    @discardableResult
+    public func send(raw bytes: [UInt8]) -> [UInt8] {
+        connection.feed(bytes)
+        return connection.takeOutput()
+    }
+    /// Feeds raw text and returns the text written back so far.
+    public func send(_ text: String) -> String {
+        connection.feed(text)
+        return String(decoding: connection.takeOutput(), as: UTF8.self)
+    }
+    /// Sends one request (NDJSON) and returns the parsed reply messages written back.
+    public func request(_ method: String, _ params: JSON? = nil) -> [JSON] {
+        var msg: [String: JSON] = ["jsonrpc": "2.0", "method": .string(method), "id": .int(nextID)]
+        nextID += 1
+        if let params { msg["params"] = params }
+        return messages(send(JSON.object(msg).serialized() + "\n"))
+    }
+    /// Sends one notification (NDJSON); returns any messages written back.
+    public func notify(_ method: String, _ params: JSON? = nil) -> [JSON] {
+        var msg: [String: JSON] = ["jsonrpc": "2.0", "method": .string(method)]
+        if let params { msg["params"] = params }
+        return messages(send(JSON.object(msg).serialized() + "\n"))
+    }
+    /// Output produced since the last call (e.g. async replies, notifications).
+    public func takeOutput() -> String { String(decoding: connection.takeOutput(), as: UTF8.self) }
+    /// Discards output, returning its size (benchmarks).
+    public func discardOutput() -> Int { connection.discardOutput() }
+    /// The peer closed its side.
+    public func sendEOF() { connection.feedEOF() }
+
+    /// Splits NDJSON output into messages.
+    public func messages(_ text: String) -> [JSON] {
+        text.split(separator: "\n").compactMap { JSON.parse(String($0)) }
+    }
+}
