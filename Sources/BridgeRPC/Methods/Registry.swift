@@ -2,5 +2,6 @@
 /// methods in a file of its own beside this one.
 extension MethodTable {
     public func registerAll(_ env: ServerEnvironment) throws {
+        try registerRPC(env)
     }
 }
