@@ -1,0 +1,146 @@
+/// The engine: (state, event, now) -> (state, effects). A value type with one
+/// mutating entry point, `apply`; no clock, file, socket or lock. The host (the
+/// RPC server, a test, the demo) feeds events with the time they happened and
+/// performs the returned effects.
+public struct Engine {
+    public internal(set) var state = EngineState()
+    let services: EngineServices
+    var strings: Strings
+
+    public init(services: EngineServices, settings: Settings = Settings()) {
+        self.services = services
+        state.settings = settings
+        strings = Strings(locale: settings.locale)
+    }
+
+    /// The engine's answer to one event.
+    public struct Transition: Equatable {
+        public var effects: [Effect] = []
+        public var reply: Reply = .none
+    }
+
+    public enum Reply: Equatable {
+        case none
+        case approval(ApprovalRespondResult)
+        case question(QuestionAnswerResult)
+    }
+
+    /// Applies one event at `now`. Deadlines due at or before `now` fire
+    /// first, so an answer arriving at 60.0 s finds its approval already
+    /// timed out even if the host's timer has not run yet.
+    public mutating func apply(_ event: EngineEvent, now: Millis) -> Transition {
+        var t = Transition()
+        fireDueDeadlines(now: now, into: &t.effects)
+        switch event {
+        case .agent(let e): handleAgent(e, now: now, into: &t.effects)
+        case .app(let u): handleApp(u, now: now, into: &t.effects)
+        case .settings(let s): handleSettings(s, now: now, into: &t.effects)
+        case let .approvalResponse(rid, decision, device, source):
+            t.reply = .approval(respond(requestId: rid, decision: decision, deviceId: device, source: source,
+                                        now: now, into: &t.effects))
+        case let .questionAnswer(qid, answers, device):
+            t.reply = .question(answer(questionId: qid, answers: answers, deviceId: device, now: now, into: &t.effects))
+        case .tick: break
+        }
+        syncBadge(into: &t.effects)
+        return t
+    }
+
+    /// When the host must call `apply(.tick, now:)` next (nil: nothing pending).
+    /// May be earlier than needed (a stale entry); a tick then does nothing.
+    public var nextDeadline: Millis? { state.deadlines.top?.at }
+
+    // MARK: - Queries
+
+    public var settings: Settings { state.settings }
+    public var app: AppState { state.app }
+    public var metrics: Metrics { state.metrics }
+    public func session(_ id: String) -> Session? { state.sessions[id] }
+
+    /// Sessions, most recently active first.
+    public var sessions: [Session] {
+        state.sessions.values.sorted { $0.lastActivityAt != $1.lastActivityAt ? $0.lastActivityAt > $1.lastActivityAt : $0.id < $1.id }
+    }
+
+    /// Pending approvals over all sessions, oldest first.
+    public var pendingApprovals: [ApprovalRequest] {
+        state.sessions.values.flatMap(\.pendingApprovals).sorted { $0.createdAt != $1.createdAt ? $0.createdAt < $1.createdAt : $0.requestId < $1.requestId }
+    }
+
+    // MARK: - Helpers shared by the rule files
+
+    mutating func withSession<R>(_ id: String, now: Millis, _ body: (inout Session) -> R) -> R {
+        if state.sessions[id] == nil { state.sessions[id] = Session(id: id, now: now) }
+        return body(&state.sessions[id]!)
+    }
+
+    mutating func nextId(_ prefix: String, _ sessionId: String) -> String {
+        state.seq &+= 1
+        return "\(prefix):\(sessionId):\(state.seq)"
+    }
+
+    /// Badge = pending approvals (EDGE-CASES "Multiple Approval Requests").
+    mutating func syncBadge(into effects: inout [Effect]) {
+        let n = state.pendingApprovalCount
+        if n != state.badge {
+            state.badge = n
+            effects.append(.updateBadge(count: n))
+        }
+    }
+
+    func elapsedText(_ seconds: Int) -> String { services.formatElapsed(seconds) }
+
+    /// Name shown for a session: project name, else the path's last component, else the id.
+    func displayName(_ s: Session) -> String {
+        if let n = s.projectName, !n.isEmpty { return n }
+        if let p = s.projectPath, let last = p.split(separator: "/").last { return String(last) }
+        return s.id
+    }
+}
+
+/// Everything the engine knows. Public for inspection (tests, queries).
+public struct EngineState {
+    public internal(set) var settings = Settings()
+    public internal(set) var app = AppState()
+    public internal(set) var sessions: [String: Session] = [:]
+    /// The one Live Activity (EDGE-CASES "Single Active Session Priority").
+    public internal(set) var activity: LiveActivity?
+    public internal(set) var metrics = Metrics()
+    /// Last badge count sent.
+    public internal(set) var badge = 0
+    /// Notifications that could not be shown while away (permission denied /
+    /// background notifications off): a banner tells the person on return.
+    public internal(set) var missedWhileAway = 0
+    var lowPowerNotified = false
+    var seq: UInt64 = 0
+    var deadlines = DeadlineHeap()
+    var pendingApprovalCount = 0
+    /// requestId/questionId -> sessionId for open requests.
+    var approvalIndex: [String: String] = [:]
+    var questionIndex: [String: String] = [:]
+    /// How recent requests ended, so a late answer gets alreadyResolved vs expired.
+    var resolvedApprovals = RecentMap<ApprovalResolution>(capacity: 4096)
+    var answeredQuestions = RecentMap<Bool>(capacity: 4096)
+}
+
+/// A bounded map that forgets its oldest keys: a late answer for a request
+/// resolved thousands of requests ago is "unknown", which is still truthful.
+struct RecentMap<V> {
+    private var values: [String: V] = [:]
+    private var order: [String] = []
+    private var head = 0
+    let capacity: Int
+    init(capacity: Int) { self.capacity = capacity }
+
+    subscript(key: String) -> V? { values[key] }
+
+    mutating func set(_ key: String, _ value: V) {
+        if values.updateValue(value, forKey: key) != nil { return }
+        order.append(key)
+        if order.count - head > capacity {
+            values[order[head]] = nil
+            head += 1
+            if head > capacity { order.removeFirst(head); head = 0 }
+        }
+    }
+}

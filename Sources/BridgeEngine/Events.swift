@@ -1,0 +1,111 @@
+/// A tool call as the agent reports it; the fields are Claude Code's
+/// `tool_input` names reduced to what the engine shows or classifies.
+public struct ToolUse: Equatable, Sendable {
+    public var name: String
+    public var command: String?
+    public var filePath: String?
+    public var pattern: String?
+    public var url: String?
+    public var description: String?
+    public init(name: String, command: String? = nil, filePath: String? = nil, pattern: String? = nil,
+                url: String? = nil, description: String? = nil) {
+        self.name = name
+        self.command = command
+        self.filePath = filePath
+        self.pattern = pattern
+        self.url = url
+        self.description = description
+    }
+
+    /// The detail a person approves ("npm test", "src/app.ts"). Raw: it goes
+    /// through the privacy filter before any lock-screen surface.
+    public var detail: String {
+        command ?? filePath ?? url ?? pattern ?? description ?? name
+    }
+}
+
+/// AskUserQuestion: questions with header, options and multiSelect.
+public struct Question: Equatable, Sendable {
+    public struct Option: Equatable, Sendable {
+        public var label: String
+        public var description: String?
+        public init(label: String, description: String? = nil) {
+            self.label = label
+            self.description = description
+        }
+    }
+    public var question: String
+    public var header: String?
+    public var options: [Option]
+    public var multiSelect: Bool
+    public init(question: String, header: String? = nil, options: [Option] = [], multiSelect: Bool = false) {
+        self.question = question
+        self.header = header
+        self.options = options
+        self.multiSelect = multiSelect
+    }
+}
+
+/// Input from the agent side (`agent.event`), the native types of DESIGN.md.
+public struct AgentEvent: Equatable, Sendable {
+    public enum Kind: Equatable, Sendable {
+        case taskStarted(prompt: String?)
+        case toolUse(ToolUse)
+        /// TodoWrite todos.
+        case progress(todos: [Todo])
+        case approvalRequest(requestId: String, tool: ToolUse, timeoutSeconds: Double?)
+        case approvalCancelled(requestId: String)
+        /// The backend's own `approval_timeout` (EDGE-CASES "Approval Request Timeout").
+        case approvalTimeout(requestId: String)
+        case question(questionId: String, questions: [Question])
+        case taskCompleted(summary: String?)
+        case taskFailed(error: String?)
+        case sessionHandoff(to: String?)
+
+        public var typeName: String {
+            switch self {
+            case .taskStarted: return "task_started"
+            case .toolUse: return "tool_use"
+            case .progress: return "progress"
+            case .approvalRequest: return "approval_request"
+            case .approvalCancelled: return "approval_cancelled"
+            case .approvalTimeout: return "approval_timeout"
+            case .question: return "question"
+            case .taskCompleted: return "task_completed"
+            case .taskFailed: return "task_failed"
+            case .sessionHandoff: return "session_handoff"
+            }
+        }
+    }
+    public var sessionId: String
+    public var kind: Kind
+    public var projectName: String?
+    public var projectPath: String?
+    /// When the agent side sent it (same clock as `now`), for notification latency.
+    public var sentAt: Millis?
+
+    public init(sessionId: String, kind: Kind, projectName: String? = nil, projectPath: String? = nil,
+                sentAt: Millis? = nil) {
+        self.sessionId = sessionId
+        self.kind = kind
+        self.projectName = projectName
+        self.projectPath = projectPath
+        self.sentAt = sentAt
+    }
+}
+
+public enum ApprovalDecision: String, Sendable, CaseIterable { case allow, deny }
+
+/// Where a decision was made; counts approvalFromNotification / denialFromNotification.
+public enum DecisionSource: String, Sendable, CaseIterable { case app, notification, liveActivity }
+
+/// Everything the engine reacts to.
+public enum EngineEvent: Equatable, Sendable {
+    case agent(AgentEvent)
+    case app(AppUpdate)
+    case settings(Settings)
+    case approvalResponse(requestId: String, decision: ApprovalDecision, deviceId: String?, source: DecisionSource)
+    case questionAnswer(questionId: String, answers: [String: [String]], deviceId: String?)
+    /// Time passed; due deadlines (approval timeouts, reminders) fire.
+    case tick
+}

@@ -1,0 +1,49 @@
+/// EDGE-CASES "Analytics & Telemetry": `BackgroundMetric` counters, plus the
+/// success metrics of OVERVIEW (zero missed approvals, < 5 s notification
+/// latency, recovery rate > 95 %).
+public enum BackgroundMetric: String, Sendable, CaseIterable {
+    // Notifications
+    case notificationSent, notificationTapped, notificationDismissed
+    case approvalFromNotification, denialFromNotification
+    // Live Activities
+    case liveActivityStarted, liveActivityEnded, liveActivityTapped
+    // Background
+    case backgroundTaskStarted, backgroundTaskCompleted, backgroundTaskExpired
+    case backgroundRecoveryAttempted, backgroundRecoverySucceeded
+    // Errors
+    case pushTokenRegistrationFailed, liveActivityStartFailed, notificationDeliveryFailed
+}
+
+public struct Metrics: Equatable, Sendable {
+    public private(set) var counters: [BackgroundMetric: Int] = [:]
+    /// Approvals that timed out before anyone answered ("Zero missed approvals").
+    public private(set) var missedApprovals = 0
+    /// Event sent (agent side) -> notification effect, in ms.
+    public private(set) var latencyCount = 0
+    public private(set) var latencyTotalMs: Int64 = 0
+    public private(set) var latencyMaxMs: Int64 = 0
+
+    public init() {}
+
+    public subscript(_ m: BackgroundMetric) -> Int { counters[m, default: 0] }
+
+    public mutating func count(_ m: BackgroundMetric, by n: Int = 1) { counters[m, default: 0] += n }
+    mutating func missedApproval() { missedApprovals += 1 }
+    mutating func latency(_ ms: Int64) {
+        let v = max(0, ms)
+        latencyCount += 1
+        latencyTotalMs += v
+        latencyMaxMs = max(latencyMaxMs, v)
+    }
+
+    public var latencyAverageMs: Double? {
+        latencyCount == 0 ? nil : Double(latencyTotalMs) / Double(latencyCount)
+    }
+
+    /// successes / attempts; 1.0 with no attempts (nothing failed to recover).
+    public var recoveryRate: Double {
+        let attempts = self[.backgroundRecoveryAttempted]
+        guard attempts > 0 else { return 1.0 }
+        return Double(self[.backgroundRecoverySucceeded]) / Double(attempts)
+    }
+}

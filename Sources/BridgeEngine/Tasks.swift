@@ -1,0 +1,145 @@
+/// Agent events: task start, tool use, TodoWrite progress, completion, failure,
+/// hand-off (DESIGN "agent.event" native types). Approvals and questions are in
+/// their own files.
+extension Engine {
+    mutating func handleAgent(_ e: AgentEvent, now: Millis, into effects: inout [Effect]) {
+        withSession(e.sessionId, now: now) { s in
+            if let n = e.projectName, !n.isEmpty { s.projectName = n }
+            if let p = e.projectPath, !p.isEmpty { s.projectPath = p }
+            s.lastActivityAt = now
+        }
+        switch e.kind {
+        case .taskStarted:
+            startTask(e.sessionId, now: now)
+            effects.append(.sessionChanged(sessionId: e.sessionId))
+            // Table row "Task starts": background -> Live Activity starts (it
+            // moves here from any other session: this one is now the most recent).
+            startActivity(e.sessionId, now: now, into: &effects)
+
+        case .toolUse(let tool):
+            let op = strings[OperationText.key(for: tool)]
+            let changed = withSession(e.sessionId, now: now) { s -> Bool in
+                let changed = s.run != .running || s.operation != op || s.message != nil
+                s.operation = op
+                s.message = nil
+                return changed
+            }
+            if state.sessions[e.sessionId]!.run != .running { startTask(e.sessionId, now: now, keepOperation: true) }
+            // No notification per tool (OVERVIEW "Non-Goals"); at most a silent update.
+            if changed { effects.append(.sessionChanged(sessionId: e.sessionId)) }
+            if state.activity == nil { startActivity(e.sessionId, now: now, into: &effects) }
+            refreshActivity(e.sessionId, now: now, into: &effects)
+
+        case .progress(let todos):
+            withSession(e.sessionId, now: now) { s in s.progress = TodoProgress(todos: todos) }
+            if state.sessions[e.sessionId]!.run != .running { startTask(e.sessionId, now: now, keepOperation: true) }
+            effects.append(.sessionChanged(sessionId: e.sessionId))
+            if state.activity == nil { startActivity(e.sessionId, now: now, into: &effects) }
+            refreshActivity(e.sessionId, now: now, into: &effects)
+
+        case let .approvalRequest(rid, tool, timeout):
+            requestApproval(e, requestId: rid, tool: tool, timeoutSeconds: timeout, now: now, into: &effects)
+
+        case .approvalCancelled(let rid):
+            guard let sid = state.approvalIndex[rid] else { return }
+            resolveApproval(rid, sessionId: sid, as: .cancelled, by: nil, now: now, into: &effects)
+            refreshActivity(sid, now: now, into: &effects)
+
+        case .approvalTimeout(let rid):
+            timeOutApproval(rid, now: now, into: &effects)
+
+        case let .question(qid, questions):
+            askQuestion(e, questionId: qid, questions: questions, now: now, into: &effects)
+
+        case .taskCompleted(let summary):
+            finishTask(e, failed: false, detail: summary, now: now, into: &effects)
+
+        case .taskFailed(let error):
+            finishTask(e, failed: true, detail: error, now: now, into: &effects)
+
+        case .sessionHandoff(let to):
+            handoff(e, to: to, now: now, into: &effects)
+        }
+    }
+
+    mutating func startTask(_ sid: String, now: Millis, keepOperation: Bool = false) {
+        let reminder = now + Engine.longTaskThreshold
+        let starting = strings["operation.starting"]
+        withSession(sid, now: now) { s in
+            s.run = .running
+            s.startedAt = now
+            if !keepOperation { s.operation = starting; s.progress = nil }
+            s.message = nil
+            s.longRunning = false
+            s.nextReminderAt = reminder
+            s.recomputeStatus()
+        }
+        state.deadlines.push(reminder, .longTaskReminder(sessionId: sid))
+    }
+
+    /// Task complete / Error occurred rows of the notification table.
+    mutating func finishTask(_ e: AgentEvent, failed: Bool, detail: String?, now: Millis, into effects: inout [Effect]) {
+        let sid = e.sessionId
+        // Open requests are moot once the task ended.
+        for r in state.sessions[sid]?.pendingApprovals ?? [] {
+            resolveApproval(r.requestId, sessionId: sid, as: .cancelled, by: nil, now: now, into: &effects)
+        }
+        dropQuestions(sid, now: now, into: &effects)
+        let genericKey = failed ? "notification.error.body.generic" : "notification.complete.body.generic"
+        let body = Privacy.lockScreenText(detail, generic: strings[genericKey], settings: state.settings, services: services)
+        let wasBackground = state.app.isBackground
+        let session = withSession(sid, now: now) { s -> Session in
+            s.run = failed ? .failed : .completed
+            s.message = body
+            s.nextReminderAt = nil
+            s.recomputeStatus()
+            return s
+        }
+        effects.append(.sessionChanged(sessionId: sid))
+        if wasBackground { state.metrics.count(.backgroundTaskCompleted) }
+        let title = strings[failed ? "notification.error.title" : "notification.complete.title"]
+        if wasBackground {
+            let n = makeNotification(id: nextId(failed ? "failed" : "complete", sid), title: title, body: body,
+                                     category: failed ? .taskFailed : .taskComplete,
+                                     event: failed ? .errorOccurred : .taskComplete, sound: true,
+                                     actions: failed ? openAppAction() : [], session: session, link: .session(id: sid))
+            push(n, sentAt: e.sentAt, now: now, into: &effects)
+        } else if failed {
+            // "Error occurred" in foreground: in-app alert. "Task complete": nothing.
+            effects.append(.showBanner(Banner(id: nextId("failed", sid), style: .alert, title: title,
+                                              body: detail.map { Privacy.inAppText($0, services: services) } ?? body,
+                                              sessionId: sid, deepLink: DeepLink.session(id: sid).url, actions: [])))
+        }
+        if state.activity?.sessionId == sid {
+            endActivity(now: now, into: &effects)
+            activityFollowUp(now: now, into: &effects)
+        }
+    }
+
+    /// EDGE-CASES "Session Handoff / Continuity".
+    mutating func handoff(_ e: AgentEvent, to: String?, now: Millis, into effects: inout [Effect]) {
+        let sid = e.sessionId
+        let text = strings["activity.handoff"]
+        let session = withSession(sid, now: now) { s -> Session in
+            s.activeDevice = to ?? "another device"
+            s.message = text
+            s.run = .idle
+            s.nextReminderAt = nil
+            s.recomputeStatus()
+            return s
+        }
+        effects.append(.sessionChanged(sessionId: sid))
+        if state.activity?.sessionId == sid {
+            endActivity(now: now, message: text, into: &effects)
+        }
+        // "Show subtle notification": passive, silent, only when away.
+        if state.app.isBackground {
+            let n = makeNotification(id: nextId("handoff", sid), title: strings["notification.handoff.title"],
+                                     body: strings["notification.handoff.body"], category: .sessionHandoff, event: nil,
+                                     level: .passive, sound: false, actions: [], session: session, link: .session(id: sid),
+                                     extra: to.map { ["handedOffTo": $0] } ?? [:])
+            push(n, sentAt: e.sentAt, now: now, into: &effects)
+        }
+        activityFollowUp(now: now, into: &effects)
+    }
+}
