@@ -82,8 +82,7 @@ public struct Backoff: Sendable, Equatable, Hashable {
         if let m = maxAttempts, attempt > m { return nil }
         // pow may be +inf for large attempts; min() with cap handles that.
         let raw = Double(baseMs) * pow(factor, Double(attempt - 1))
-        let capped = raw.isFinite ? min(raw, Double(capMs)) : Double(capMs)
-        return UInt64(capped.rounded(.down))
+        return min(Self.clampedUInt64(raw), capMs)
     }
 
     /// The jittered delay for `attempt`, a pure function of (attempt, seed).
@@ -105,7 +104,16 @@ public struct Backoff: Sendable, Equatable, Hashable {
         case .equal: value = dd / 2 + u * (dd / 2 + 1)
         case .proportional(let f): value = dd * (1 - f) + u * (2 * f * dd + 1)
         }
-        return min(UInt64(max(0, value).rounded(.down)), capMs)
+        return min(Self.clampedUInt64(value), capMs)
+    }
+
+    /// floor(x) as UInt64 without trapping: NaN and negatives give 0, values
+    /// at or above 2^64 (Double(UInt64.max) rounds up to 2^64) give .max.
+    @inline(__always)
+    static func clampedUInt64(_ x: Double) -> UInt64 {
+        guard x > 0 else { return 0 }
+        guard x < 18_446_744_073_709_551_616.0 else { return .max }
+        return UInt64(x.rounded(.down))
     }
 
     /// Every delay until `maxAttempts` (or the first `limit` when unbounded).

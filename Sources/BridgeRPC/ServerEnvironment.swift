@@ -19,6 +19,9 @@ public struct ServerOptions {
 public final class ServerEnvironment {
     public let loop: EventLoop
     public let options: ServerOptions
+    /// Every timeout (approvals, reminders, retries) on one loop timer; a
+    /// manual clock under `--manual-clock`, advanced by `debug.advanceClock`.
+    public let scheduler: TimeoutScheduler
     /// Sends a server->client notification to every connected client.
     /// The server sets this when it starts; before that it drops nothing
     /// because nothing can happen before the loop runs.
@@ -32,5 +35,6 @@ public final class ServerEnvironment {
     public init(loop: EventLoop, options: ServerOptions) {
         self.loop = loop
         self.options = options
+        self.scheduler = TimeoutScheduler(loop: loop, clock: options.manualClock ? .manual : .system)
     }
 }

@@ -1,0 +1,36 @@
+import BridgeCore
+
+extension MethodTable {
+    /// Elapsed-time text and the test clock.
+    func registerTime(_ env: ServerEnvironment) throws {
+        let formatter = ElapsedFormatter.english
+
+        // {seconds, style?} -> {text}. Any JSON number is accepted: fractions
+        // floor, negatives read as 0, huge values clamp (see ElapsedFormatter).
+        on("elapsed.format") { p, _ in
+            let seconds: Double = try p.required("seconds")
+            let style = try p.oneOf("style", ElapsedFormatter.Style.allCases.map(\.rawValue), default: "positional")
+            return ["text": .string(formatter.string(seconds: seconds, style: ElapsedFormatter.Style(rawValue: style)!))]
+        }
+
+        // {ms} -> {now, fired}: only with `serve --manual-clock`, where time
+        // moves only through this call. Fires every timeout due, in order,
+        // before answering, so the caller sees their effects already queued.
+        on("debug.advanceClock") { p, _ in
+            let ms: Int64 = try p.required("ms")
+            guard ms >= 0 else {
+                throw RPCError.invalidParams("invalid params: 'ms' must be >= 0",
+                                             data: ["param": "ms", "expected": "integer >= 0", "got": .int(ms)])
+            }
+            guard env.scheduler.clock == .manual else {
+                throw RPCError.application(
+                    -32040, "Manual clock not enabled",
+                    data: ["reason": "debug.advanceClock needs the server started with `serve --manual-clock`",
+                           "clock": "system"])
+            }
+            let fired = try env.scheduler.advance(byMs: UInt64(ms))
+            return ["now": .int(Int64(clamping: env.scheduler.nowMs)), "fired": .int(Int64(fired)),
+                    "wallClockMs": .int(env.scheduler.wallClockMs)]
+        }
+    }
+}
