@@ -1,0 +1,562 @@
+/* The redaction engine (see include/cb_redact.h for the design). */
+#include "cb_redact.h"
+#include "cb_error.h"
+#include "redact_internal.h"
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Limits on every match. Built-in patterns are linear and never come close;
+ * these exist for custom rules (catastrophic backtracking) and as a backstop. */
+#define CB_REDACT_MATCH_LIMIT 2000000u  /* backtracking steps per match attempt */
+#define CB_REDACT_DEPTH_LIMIT 5000u     /* nested backtracking (interpreter) */
+#define CB_REDACT_HEAP_LIMIT  (32u * 1024) /* KiB of heap frames (interpreter) */
+#define CB_REDACT_MAX_PATTERN 4096      /* bytes in a custom pattern */
+
+struct rule {
+    char *id;
+    char *replacement; /* custom rules only; NULL: [REDACTED] / [REDACTED:id] */
+    size_t id_len, replacement_len;
+    pcre2_code *code;
+    unsigned back, gate, flags;
+    int anchored; /* tried only at its triggers */
+    int jit;
+    int has_group;
+};
+
+struct trig {
+    unsigned char lit[32];
+    uint8_t len, cs;
+    uint16_t rule;
+    int32_t next; /* next trigger with the same folded first byte */
+};
+
+struct cb_redact_rules {
+    struct rule *rules;
+    size_t nrules;
+    struct trig *trigs;
+    size_t ntrigs;
+    int32_t first[1024];  /* trigger list heads by bucket() of the first two bytes */
+    uint64_t bloom[(1u << 17) / 64]; /* hashed trigram set of trigger prefixes */
+    pcre2_match_context *mctx; /* read-only after creation: shareable */
+    uint32_t max_pairs;
+    int all_jit;
+};
+
+static unsigned char fold[256];
+static void fold_init(void) {
+    /* Idempotent and race-free in practice: every writer stores the same bytes. */
+    for (int c = 0; c < 256; c++) fold[c] = (unsigned char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+}
+
+/* 17-bit hash of a folded trigram (Fibonacci hashing: top bits of a 64-bit
+ * product spread all three bytes). */
+#define BLOOM_BITS 17
+static inline uint32_t tri(uint32_t a, uint32_t b, uint32_t c) {
+    return (uint32_t)(((uint64_t)(a | b << 8 | c << 16) * 0x9E3779B97F4A7C15ull) >> (64 - BLOOM_BITS));
+}
+/* Trigger lists are keyed by the first two folded bytes. */
+static inline uint32_t bucket(uint32_t a, uint32_t b) { return (a * 31u + b) & 1023u; }
+
+static void bloom_set(struct cb_redact_rules *rs, uint32_t h) { rs->bloom[h >> 6] |= 1ull << (h & 63); }
+
+static void set_error(cb_redact_compile_error *err, int code, size_t off, size_t idx, const char *msg) {
+    if (!err) return;
+    err->code = code;
+    err->offset = off;
+    err->rule_index = idx;
+    snprintf(err->message, sizeof err->message, "%s", msg);
+}
+
+static int compile_one(const char *pat, size_t len, uint32_t opts, pcre2_code **out, int *jit, size_t idx,
+                       cb_redact_compile_error *err) {
+    int ec;
+    PCRE2_SIZE eo;
+    pcre2_code *code = pcre2_compile((PCRE2_SPTR)pat, len, opts, &ec, &eo, NULL);
+    if (!code) {
+        char msg[256];
+        pcre2_get_error_message(ec, (PCRE2_UCHAR *)msg, sizeof msg);
+        set_error(err, ec, eo, idx, msg);
+        return CB_EINVAL;
+    }
+    /* JIT is an optimisation: where it is unavailable (platform, SELinux
+     * execmem) the interpreter runs the same pattern under the same limits. */
+    *jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
+    *out = code;
+    return 0;
+}
+
+/* Custom patterns: bytes, never UTF (so invalid UTF-8 input can't make a rule
+ * error out), bounded length. */
+#define CUSTOM_OPTS (PCRE2_NEVER_UTF | PCRE2_DOLLAR_ENDONLY)
+
+int cb_redact_validate_pattern(const char *pattern, size_t len, cb_redact_compile_error *err) {
+    if (!pattern) return CB_EINVAL;
+    if (len > CB_REDACT_MAX_PATTERN) {
+        set_error(err, 0, CB_REDACT_MAX_PATTERN, 0, "pattern longer than 4096 bytes");
+        return CB_EINVAL;
+    }
+    pcre2_code *code;
+    int jit;
+    int rc = compile_one(pattern, len, CUSTOM_OPTS, &code, &jit, 0, err);
+    if (rc) return rc;
+    pcre2_code_free(code);
+    return 0;
+}
+
+static int valid_id(const char *id) {
+    size_t n = id ? strlen(id) : 0;
+    if (n == 0 || n > 64) return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = id[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+              c == '_' || c == '.'))
+            return 0;
+    }
+    return 1;
+}
+
+void cb_redact_rules_free(cb_redact_rules_t *rs) {
+    if (!rs) return;
+    for (size_t i = 0; i < rs->nrules; i++) {
+        free(rs->rules[i].id);
+        free(rs->rules[i].replacement);
+        pcre2_code_free(rs->rules[i].code);
+    }
+    free(rs->rules);
+    free(rs->trigs);
+    pcre2_match_context_free(rs->mctx);
+    free(rs);
+}
+
+static int add_trigger(struct cb_redact_rules *rs, const char *lit, size_t rule, int cs) {
+    size_t len = strlen(lit);
+    if (len < 2 || len > sizeof rs->trigs[0].lit) return CB_EINVAL;
+    struct trig *t = &rs->trigs[rs->ntrigs];
+    for (size_t i = 0; i < len; i++)
+        t->lit[i] = cs ? (unsigned char)lit[i] : fold[(unsigned char)lit[i]];
+    t->len = (uint8_t)len;
+    t->cs = (uint8_t)cs;
+    t->rule = (uint16_t)rule;
+    unsigned char f0 = fold[(unsigned char)lit[0]], f1 = fold[(unsigned char)lit[1]];
+    /* Append at the list's tail so rules are tried in catalog order. */
+    t->next = -1;
+    int32_t *link = &rs->first[bucket(f0, f1)];
+    while (*link >= 0) link = &rs->trigs[*link].next;
+    *link = (int32_t)rs->ntrigs;
+    if (len >= 3) {
+        bloom_set(rs, tri(f0, f1, fold[(unsigned char)lit[2]]));
+    } else {
+        for (int x = 0; x < 256; x++) bloom_set(rs, tri(f0, f1, fold[x]));
+    }
+    rs->ntrigs++;
+    return 0;
+}
+
+int cb_redact_rules_create(const cb_redact_custom_rule *custom, size_t ncustom, unsigned flags,
+                           cb_redact_rules_t **out, cb_redact_compile_error *err) {
+    if (!out || (ncustom && !custom)) return CB_EINVAL;
+    *out = NULL;
+    if (err) memset(err, 0, sizeof *err);
+    fold_init();
+    size_t nb = (flags & CB_REDACT_NO_BUILTINS) ? 0 : cb_redact_catalog_count;
+    if (nb + ncustom > 65535) return CB_ETOOBIG;
+    struct cb_redact_rules *rs = calloc(1, sizeof *rs);
+    if (!rs) return CB_ENOMEM;
+    memset(rs->first, 0xff, sizeof rs->first);
+    rs->rules = calloc(nb + ncustom ? nb + ncustom : 1, sizeof *rs->rules);
+    size_t ntr = 0;
+    for (size_t i = 0; i < nb; i++)
+        for (int k = 0; k < CB_REDACT_MAX_TRIGGERS && cb_redact_catalog[i].triggers[k]; k++) ntr++;
+    rs->trigs = calloc(ntr ? ntr : 1, sizeof *rs->trigs);
+    rs->mctx = pcre2_match_context_create(NULL);
+    rs->all_jit = 1;
+    rs->max_pairs = 1;
+    int rc = 0;
+    if (!rs->rules || !rs->trigs || !rs->mctx) { rc = CB_ENOMEM; goto fail; }
+    pcre2_set_match_limit(rs->mctx, CB_REDACT_MATCH_LIMIT);
+    pcre2_set_depth_limit(rs->mctx, CB_REDACT_DEPTH_LIMIT);
+    pcre2_set_heap_limit(rs->mctx, CB_REDACT_HEAP_LIMIT);
+
+    for (size_t i = 0; i < nb + ncustom; i++) {
+        struct rule *r = &rs->rules[i];
+        const char *id, *pat;
+        size_t plen;
+        uint32_t opts;
+        if (i < nb) {
+            const cb_redact_rule_def *d = &cb_redact_catalog[i];
+            id = d->id;
+            pat = d->pattern;
+            plen = PCRE2_ZERO_TERMINATED;
+            opts = PCRE2_ANCHORED;
+            r->back = d->back;
+            r->gate = d->gate;
+            r->flags = d->flags;
+            r->anchored = 1;
+        } else {
+            const cb_redact_custom_rule *c = &custom[i - nb];
+            id = c->id;
+            pat = c->pattern;
+            if (!valid_id(id)) {
+                set_error(err, 0, 0, i - nb, "rule id must be 1-64 characters of A-Z a-z 0-9 . _ -");
+                rc = CB_EINVAL;
+                goto fail;
+            }
+            for (size_t j = 0; j < i; j++)
+                if (strcmp(rs->rules[j].id, id) == 0) {
+                    set_error(err, 0, 0, i - nb, "duplicate rule id");
+                    rc = CB_EINVAL;
+                    goto fail;
+                }
+            if (!pat) { set_error(err, 0, 0, i - nb, "missing pattern"); rc = CB_EINVAL; goto fail; }
+            plen = c->pattern_len ? c->pattern_len : strlen(pat);
+            if (plen > CB_REDACT_MAX_PATTERN) {
+                set_error(err, 0, CB_REDACT_MAX_PATTERN, i - nb, "pattern longer than 4096 bytes");
+                rc = CB_EINVAL;
+                goto fail;
+            }
+            opts = CUSTOM_OPTS;
+            if (c->replacement) {
+                r->replacement = strdup(c->replacement);
+                if (!r->replacement) { rc = CB_ENOMEM; goto fail; }
+                r->replacement_len = strlen(r->replacement);
+            }
+        }
+        r->id = strdup(id);
+        if (!r->id) { rc = CB_ENOMEM; goto fail; }
+        r->id_len = strlen(r->id);
+        rc = compile_one(pat, plen, opts, &r->code, &r->jit, i < nb ? i : i - nb, err);
+        if (rc) {
+            if (i < nb && err) { /* a catalog bug: say which rule */
+                char m[sizeof err->message];
+                snprintf(m, sizeof m, "built-in %s: %.200s", id, err->message);
+                memcpy(err->message, m, sizeof m);
+            }
+            goto fail;
+        }
+        rs->nrules = i + 1;
+        rs->all_jit &= r->jit;
+        uint32_t cap = 0;
+        pcre2_pattern_info(r->code, PCRE2_INFO_CAPTURECOUNT, &cap);
+        r->has_group = cap > 0;
+        if (cap + 1 > rs->max_pairs) rs->max_pairs = cap + 1;
+        if (i < nb)
+            for (int k = 0; k < CB_REDACT_MAX_TRIGGERS && cb_redact_catalog[i].triggers[k]; k++)
+                if ((rc = add_trigger(rs, cb_redact_catalog[i].triggers[k], i,
+                                      (cb_redact_catalog[i].flags & CB_TRIG_CASE) != 0)))
+                    goto fail;
+    }
+    rs->nrules = nb + ncustom;
+    *out = rs;
+    return 0;
+fail:
+    cb_redact_rules_free(rs);
+    return rc;
+}
+
+size_t cb_redact_rules_count(const cb_redact_rules_t *rs) { return rs ? rs->nrules : 0; }
+const char *cb_redact_rule_id(const cb_redact_rules_t *rs, size_t i) {
+    return rs && i < rs->nrules ? rs->rules[i].id : NULL;
+}
+int cb_redact_rules_jit(const cb_redact_rules_t *rs) { return rs ? rs->all_jit : 0; }
+
+size_t cb_redact_builtin_count(void) { return cb_redact_catalog_count; }
+const char *cb_redact_builtin_id(size_t i) { return i < cb_redact_catalog_count ? cb_redact_catalog[i].id : NULL; }
+const char *cb_redact_builtin_description(size_t i) {
+    return i < cb_redact_catalog_count ? cb_redact_catalog[i].description : NULL;
+}
+const char *cb_redact_builtin_pattern(size_t i) {
+    return i < cb_redact_catalog_count ? cb_redact_catalog[i].pattern : NULL;
+}
+
+void cb_redact_result_init(cb_redact_result_t *res) { memset(res, 0, sizeof *res); }
+
+void cb_redact_result_free(cb_redact_result_t *res) {
+    if (!res) return;
+    free(res->findings);
+    free(res->buf);
+    free(res->skip);
+    pcre2_match_data_free(res->md);
+    memset(res, 0, sizeof *res);
+}
+
+/* ---- one call --------------------------------------------------------- */
+
+struct call {
+    const struct cb_redact_rules *rs;
+    const unsigned char *u;
+    size_t n;
+    cb_redact_result_t *res;
+    pcre2_match_data *md;
+    int skip_ready;
+};
+
+static int push(struct call *c, uint32_t rule, uint32_t flags, size_t s, size_t e, size_t ms, size_t me) {
+    cb_redact_result_t *res = c->res;
+    if (res->nfindings == res->fcap) {
+        size_t cap = res->fcap ? res->fcap * 2 : 16;
+        cb_redact_finding *f = realloc(res->findings, cap * sizeof *f);
+        if (!f) return CB_ENOMEM;
+        res->findings = f;
+        res->fcap = cap;
+    }
+    res->findings[res->nfindings++] = (cb_redact_finding){rule, flags, s, e, ms, me};
+    return 0;
+}
+
+static int prepare(struct call *c) {
+    cb_redact_result_t *res = c->res;
+    if (!res->md) {
+        res->md = pcre2_match_data_create(c->rs->max_pairs < 4 ? 4 : c->rs->max_pairs, NULL);
+        if (!res->md) return CB_ENOMEM;
+    }
+    c->md = res->md;
+    if (!c->skip_ready) {
+        if (res->skipcap < c->rs->nrules) {
+            size_t *s = realloc(res->skip, c->rs->nrules * sizeof *s);
+            if (!s) return CB_ENOMEM;
+            res->skip = s;
+            res->skipcap = c->rs->nrules;
+        }
+        memset(res->skip, 0, c->rs->nrules * sizeof *res->skip);
+        c->skip_ready = 1;
+    }
+    return 0;
+}
+
+static int gate_ok(unsigned gate, const unsigned char *v, size_t len) {
+    const char *s = (const char *)v;
+    switch (gate) {
+    case CB_GATE_NONE: return 1;
+    case CB_GATE_PLACEHOLDER: return !cb_redact_is_placeholder(s, len);
+    case CB_GATE_PASSWORD:
+        return !cb_redact_is_placeholder(s, len) && !cb_redact_is_stopword(s, len) && !cb_redact_is_path(s, len) &&
+               s[0] != '-';
+    case CB_GATE_RANDOM: return cb_redact_looks_random(s, len);
+    }
+    return 1;
+}
+
+#define STOP 1 /* a fail-safe finding covers the rest of the text */
+
+/* Runs rule `ri` once from `start`. Returns 0, STOP, or an error. */
+static int match_at(struct call *c, size_t ri, size_t start, size_t *next) {
+    const struct rule *r = &c->rs->rules[ri];
+    int rc = r->jit ? pcre2_jit_match(r->code, c->u, c->n, start, 0, c->md, c->rs->mctx)
+                    : pcre2_match(r->code, c->u, c->n, start, 0, c->md, c->rs->mctx);
+    if (rc == PCRE2_ERROR_NOMATCH) { *next = SIZE_MAX; return 0; }
+    if (rc < 0) {
+        /* Match/depth/heap/JIT-stack limit (or any other failure): we cannot
+         * know what the rule would have matched, so nothing after this point
+         * is shown. */
+        int e = push(c, (uint32_t)ri, CB_REDACT_LIMIT_HIT, start, c->n, start, c->n);
+        if (e) return e;
+        c->res->flags |= CB_REDACT_LIMIT_HIT;
+        return STOP;
+    }
+    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(c->md);
+    size_t ms = ov[0], me = ov[1], s = ms, e = me;
+    if (r->has_group && rc > 1 && ov[2] != PCRE2_UNSET) { s = ov[2]; e = ov[3]; }
+    *next = me > ms ? me : me + 1;
+    if (e == s || !gate_ok(r->gate, c->u + s, e - s)) return 0;
+    return push(c, (uint32_t)ri, 0, s, e, ms, me);
+}
+
+static inline int is_alnum(unsigned char x) {
+    return (x >= 'a' && x <= 'z') || (x >= 'A' && x <= 'Z') || (x >= '0' && x <= '9');
+}
+static inline int is_upper(unsigned char x) { return x >= 'A' && x <= 'Z'; }
+static inline int is_lower(unsigned char x) { return x >= 'a' && x <= 'z'; }
+
+/* All triggers starting at byte i. */
+static int at_position(struct call *c, size_t i) {
+    const struct cb_redact_rules *rs = c->rs;
+    const unsigned char *u = c->u;
+    for (int32_t k = rs->first[bucket(fold[u[i]], fold[u[i + 1]])]; k >= 0; k = rs->trigs[k].next) {
+        const struct trig *t = &rs->trigs[k];
+        if (i + t->len > c->n) continue;
+        if (t->cs) {
+            if (memcmp(u + i, t->lit, t->len) != 0) continue;
+        } else {
+            size_t j = 0;
+            while (j < t->len && fold[u[i + j]] == t->lit[j]) j++;
+            if (j < t->len) continue;
+        }
+        const struct rule *r = &rs->rules[t->rule];
+        if (i < r->back) continue;
+        size_t start = i - r->back;
+        if ((r->flags & CB_TRIG_BOUNDARY) && start > 0 && is_alnum(u[start - 1])) {
+            unsigned char p = u[start - 1], q = u[start];
+            int hump = is_lower(p) && is_upper(q);        /* apiKey */
+            int caps = !(r->flags & CB_TRIG_CASE) && is_upper(p) && is_upper(q); /* APIKEY */
+            if (!hump && !caps) continue;
+        }
+        int rc = prepare(c);
+        if (rc) return rc;
+        if (c->res->skip[t->rule] > start) continue; /* inside this rule's last match */
+        size_t next;
+        rc = match_at(c, t->rule, start, &next);
+        if (rc) return rc;
+        if (next != SIZE_MAX) c->res->skip[t->rule] = next;
+    }
+    return 0;
+}
+
+static int cmp_finding(const void *a, const void *b) {
+    const cb_redact_finding *x = a, *y = b;
+    if (x->start != y->start) return x->start < y->start ? -1 : 1;
+    if (x->end != y->end) return x->end > y->end ? -1 : 1;
+    return 0;
+}
+
+static int build_output(struct call *c, unsigned opts) {
+    cb_redact_result_t *res = c->res;
+    const struct cb_redact_rules *rs = c->rs;
+    static const char plain[] = "[REDACTED]";
+    size_t need = c->n;
+    for (size_t i = 0; i < res->nfindings; i++) {
+        const cb_redact_finding *f = &res->findings[i];
+        const struct rule *r = &rs->rules[f->rule];
+        size_t rl = r->replacement ? r->replacement_len
+                                   : (opts & CB_REDACT_LABELS) ? sizeof plain + r->id_len : sizeof plain - 1;
+        need = need - (f->end - f->start) + rl;
+    }
+    if (need + 1 > res->tcap) {
+        char *t = realloc(res->buf, need + 1);
+        if (!t) return CB_ENOMEM;
+        res->buf = t;
+        res->tcap = need + 1;
+    }
+    res->text = res->buf;
+    char *o = res->text;
+    size_t pos = 0;
+    for (size_t i = 0; i < res->nfindings; i++) {
+        const cb_redact_finding *f = &res->findings[i];
+        const struct rule *r = &rs->rules[f->rule];
+        memcpy(o, c->u + pos, f->start - pos);
+        o += f->start - pos;
+        if (r->replacement) {
+            memcpy(o, r->replacement, r->replacement_len);
+            o += r->replacement_len;
+        } else if (opts & CB_REDACT_LABELS) {
+            memcpy(o, "[REDACTED:", 10);
+            memcpy(o + 10, r->id, r->id_len);
+            o[10 + r->id_len] = ']';
+            o += 11 + r->id_len;
+        } else {
+            memcpy(o, plain, sizeof plain - 1);
+            o += sizeof plain - 1;
+        }
+        pos = f->end;
+    }
+    memcpy(o, c->u + pos, c->n - pos);
+    o += c->n - pos;
+    *o = 0; /* convenience for C callers; len excludes it */
+    res->len = (size_t)(o - res->text);
+    return 0;
+}
+
+int cb_redact_run(const cb_redact_rules_t *rs, const char *text, size_t n, unsigned opts, cb_redact_result_t *res) {
+    if (!rs || !res || (!text && n)) return CB_EINVAL;
+    res->nfindings = 0;
+    res->text = NULL;
+    res->len = 0;
+    res->flags = 0;
+    struct call c = {rs, (const unsigned char *)text, n, res, NULL, 0};
+    const unsigned char *u = c.u;
+    int rc = 0;
+
+    /* 1. The prefilter: one pass, a bitmap probe per byte. */
+    if (rs->ntrigs && n >= 2) {
+        const uint64_t *bloom = rs->bloom;
+        uint32_t a = fold[u[0]], b = fold[u[1]];
+        size_t i = 0;
+        for (; i + 2 < n; i++) {
+            uint32_t d = fold[u[i + 2]];
+            uint32_t h = tri(a, b, d);
+            a = b;
+            b = d;
+            if (__builtin_expect(!((bloom[h >> 6] >> (h & 63)) & 1), 1)) continue;
+            if ((rc = at_position(&c, i))) break;
+        }
+        if (!rc) {
+            uint32_t h = tri(a, b, 0); /* the last two bytes: 2-byte triggers */
+            if ((bloom[h >> 6] >> (h & 63)) & 1) rc = at_position(&c, i);
+        }
+    }
+    /* 2. Custom rules: unanchored, over the whole text. */
+    for (size_t ri = 0; !rc && ri < rs->nrules; ri++) {
+        if (rs->rules[ri].anchored) continue;
+        if ((rc = prepare(&c))) break;
+        size_t off = 0, next;
+        while (off <= n) {
+            if ((rc = match_at(&c, ri, off, &next))) break;
+            if (next == SIZE_MAX) break;
+            off = next;
+        }
+    }
+    if (rc < 0) return rc;
+    if (res->nfindings == 0) return 0;
+
+    /* 3. Order and merge overlapping findings (a key matched by two rules,
+     * a fail-safe tail) so the output is written in one pass. */
+    if (res->nfindings > 1) {
+        qsort(res->findings, res->nfindings, sizeof *res->findings, cmp_finding);
+        size_t w = 0;
+        for (size_t i = 1; i < res->nfindings; i++) {
+            cb_redact_finding *last = &res->findings[w], *f = &res->findings[i];
+            if (f->start < last->end) {
+                if (f->end > last->end) last->end = f->end;
+                if (f->mend > last->mend) last->mend = f->mend;
+                if (f->mstart < last->mstart) last->mstart = f->mstart;
+                last->flags |= f->flags;
+            } else {
+                res->findings[++w] = *f;
+            }
+        }
+        res->nfindings = w + 1;
+    }
+    if (opts & CB_REDACT_FIND_ONLY) return 0;
+    return build_output(&c, opts);
+}
+
+static size_t replacement_len(const struct cb_redact_rules *rs, const cb_redact_finding *f, unsigned opts) {
+    const struct rule *r = &rs->rules[f->rule];
+    if (r->replacement) return r->replacement_len;
+    return (opts & CB_REDACT_LABELS) ? sizeof "[REDACTED:]" - 1 + r->id_len : sizeof "[REDACTED]" - 1;
+}
+
+size_t cb_redact_output_offset(const cb_redact_rules_t *rs, const cb_redact_result_t *res, unsigned opts,
+                               size_t offset) {
+    size_t out = offset;
+    for (size_t i = 0; i < res->nfindings; i++) {
+        const cb_redact_finding *f = &res->findings[i];
+        if (f->start >= offset) break;
+        size_t end = f->end < offset ? f->end : offset; /* inside a finding: its whole replacement */
+        out = out - (end - f->start) + replacement_len(rs, f, opts);
+    }
+    return out;
+}
+
+size_t cb_redact_utf8_prefix(const char *s, size_t len, size_t maxchars) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, chars = 0;
+    while (i < len && chars < maxchars) {
+        unsigned char b = u[i];
+        size_t k = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
+        /* A well-formed sequence moves as one character; anything else (a
+         * stray continuation byte, a truncated sequence) is one byte. */
+        size_t j = 1;
+        if (k > 1 && i + k <= len) {
+            while (j < k && (u[i + j] & 0xC0) == 0x80) j++;
+            if (j < k) j = 1;
+        } else {
+            j = 1;
+        }
+        i += j;
+        chars++;
+    }
+    return i;
+}

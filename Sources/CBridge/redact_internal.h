@@ -1,0 +1,37 @@
+#ifndef CB_REDACT_INTERNAL_H
+#define CB_REDACT_INTERNAL_H
+/* Shared between redact.c (engine), redact_catalog.c (rules), redact_score.c. */
+#include <stddef.h>
+
+/* How a candidate value is judged after the regex matched. */
+enum cb_redact_gate {
+    CB_GATE_NONE = 0,     /* the format itself is proof (ghp_..., AKIA...) */
+    CB_GATE_PLACEHOLDER,  /* redact unless it is a placeholder/reference */
+    CB_GATE_PASSWORD,     /* + not a stopword ("required", "true", ...) or a path */
+    CB_GATE_RANDOM,       /* + must look machine-generated (randomness score) */
+};
+
+/* Trigger flags (rule level). */
+#define CB_TRIG_CASE     0x1u /* triggers compare case-sensitively */
+#define CB_TRIG_BOUNDARY 0x2u /* the match must not start inside a word
+                                 (a camelCase hump like apiKey is a boundary) */
+
+#define CB_REDACT_MAX_TRIGGERS 8
+
+typedef struct cb_redact_rule_def {
+    const char *id;
+    const char *description;
+    const char *pattern;   /* compiled PCRE2_ANCHORED at trigger - back */
+    const char *triggers[CB_REDACT_MAX_TRIGGERS]; /* NULL-terminated, >= 2 bytes */
+    unsigned back;         /* the match starts this many bytes before the trigger */
+    unsigned gate;
+    unsigned flags;
+} cb_redact_rule_def;
+
+extern const cb_redact_rule_def cb_redact_catalog[];
+extern const size_t cb_redact_catalog_count;
+
+/* Gate helpers (redact_score.c). */
+int cb_redact_is_stopword(const char *s, size_t len);
+int cb_redact_is_path(const char *s, size_t len);
+#endif

@@ -1,0 +1,116 @@
+#define _GNU_SOURCE /* memmem */
+/* Gates applied to a candidate value after a rule's regex matched: is it a
+ * placeholder (a reference to a secret, not the secret), a word, a path, or
+ * something machine-generated? Kept separate from the regexes because these
+ * are judgements on the value as a whole, cheap to compute in C. */
+#include "cb_redact.h"
+#include "redact_internal.h"
+#include <math.h>
+#include <string.h>
+#include <strings.h>
+
+double cb_redact_entropy(const char *s, size_t len) {
+    if (len == 0) return 0;
+    unsigned counts[256] = {0};
+    for (size_t i = 0; i < len; i++) counts[(unsigned char)s[i]]++;
+    double h = 0, n = (double)len;
+    for (int c = 0; c < 256; c++) {
+        if (!counts[c]) continue;
+        double p = counts[c] / n;
+        h -= p * log2(p);
+    }
+    return h;
+}
+
+/* Case-insensitive substring test on a value already folded to lowercase. */
+static int has_sub(const char *folded, size_t len, const char *needle) {
+    return memmem(folded, len, needle, strlen(needle)) != NULL;
+}
+
+static int starts(const char *s, size_t len, const char *p) {
+    size_t m = strlen(p);
+    return len >= m && strncasecmp(s, p, m) == 0;
+}
+
+int cb_redact_is_placeholder(const char *s, size_t len) {
+    /* Trim surrounding quotes/space the caller may have left on. */
+    while (len && (*s == ' ' || *s == '"' || *s == '\'')) { s++; len--; }
+    while (len && (s[len - 1] == ' ' || s[len - 1] == '"' || s[len - 1] == '\'')) len--;
+    if (len == 0) return 1;
+    char low[256];
+    if (len > sizeof low) len = sizeof low; /* values are capped at 256 by the rules */
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        low[i] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    }
+    /* Shell/Make/compose references: $VAR, ${VAR}, $(cmd), %VAR% (Windows). */
+    if (s[0] == '$') return 1;
+    if (s[0] == '%' && len > 2 && s[len - 1] == '%') return 1;
+    /* Template syntaxes: <your-key>, {{ .Values.secret }}, {secret}, %(pw)s, #{x}. */
+    if (s[0] == '<' && s[len - 1] == '>') return 1;
+    if (s[0] == '{' || s[0] == '[') return 1;
+    if (starts(s, len, "%(") || starts(s, len, "#{") || starts(s, len, "@{")) return 1;
+    /* Code that reads a secret from somewhere else. */
+    static const char *refs[] = {"os.environ", "os.getenv", "process.env", "getenv(", "env(", "env[",
+                                 "secrets.", "vault:", "keychain", "ssm:", "arn:aws:secretsmanager",
+                                 "[redacted", "redacted]", NULL};
+    for (int i = 0; refs[i]; i++) if (has_sub(low, len, refs[i])) return 1;
+    /* Masked or dummy values: ****, xxxx, ...., same character repeated. */
+    size_t same = 1;
+    for (size_t i = 1; i < len; i++) same += s[i] == s[0];
+    if (same == len && len >= 3) return 1;
+    size_t masked = 0;
+    for (size_t i = 0; i < len; i++) masked += s[i] == '*' || s[i] == 'x' || s[i] == 'X' || s[i] == '.';
+    if (len >= 4 && masked * 10 >= len * 8) return 1;
+    /* Documentation filler. */
+    static const char *dummies[] = {"your_", "your-", "yourapi", "your api", "changeme", "change_me", "placeholder",
+                                    "example", "dummy", "replace_me", "replace-me", "todo", "insert_", NULL};
+    for (int i = 0; dummies[i]; i++) if (has_sub(low, len, dummies[i])) return 1;
+    return 0;
+}
+
+int cb_redact_is_stopword(const char *s, size_t len) {
+    static const char *words[] = {
+        "true", "false", "null", "nil", "none", "yes", "no", "on", "off", "required", "optional",
+        "string", "str", "bool", "boolean", "int", "integer", "number", "empty", "undefined",
+        "hidden", "masked", "default", "unset", "not set", "n/a", "na", "missing",
+        "invalid", "incorrect", "expired", "changed", "reset", "updated", "saved", "the", "a", "an",
+        "is", "was", "your", "my", "please", "enter", "type", "prompt", "ask", "generated", "auto",
+        "env", "file", "stdin", NULL};
+    for (int i = 0; words[i]; i++)
+        if (strlen(words[i]) == len && strncasecmp(s, words[i], len) == 0) return 1;
+    return 0;
+}
+
+int cb_redact_is_path(const char *s, size_t len) {
+    if (len < 2) return 0;
+    int rooted = s[0] == '/' || (s[0] == '~' && s[1] == '/') || (s[0] == '.' && (s[1] == '/' || s[1] == '.'));
+    if (!rooted) return 0;
+    /* A path has a second separator or ends in a file name with an extension. */
+    for (size_t i = 1; i < len; i++) if (s[i] == '/' || s[i] == '.') return 1;
+    return 0;
+}
+
+int cb_redact_looks_random(const char *s, size_t len) {
+    if (len < 12) return 0;
+    if (cb_redact_is_placeholder(s, len) || cb_redact_is_path(s, len)) return 0;
+    if (memmem(s, len, "://", 3)) return 0; /* a URL: url-credentials judges those */
+    size_t lower = 0, upper = 0, digit = 0, other = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 'a' && c <= 'z') lower++;
+        else if (c >= 'A' && c <= 'Z') upper++;
+        else if (c >= '0' && c <= '9') digit++;
+        else other++;
+    }
+    /* Generated secrets mix letters and digits; words, identifiers
+     * (get_user_token), numbers and prose do not. */
+    if (digit == 0 || lower + upper == 0) return 0;
+    /* Mostly punctuation or spaces: prose, a date, a version list. */
+    if (other * 4 > len) return 0;
+    double h = cb_redact_entropy(s, len);
+    /* A random string over [A-Za-z0-9] of length n has an entropy close to
+     * log2(min(n, 62)); require most of it (12 chars: ~3.3, 20+: ~3.6). */
+    double need = len >= 20 ? 3.4 : 3.0;
+    return h >= need;
+}
