@@ -12,4 +12,5 @@
 #include "cb_store.h"
 #include "cb_elapsed.h"
 #include "cb_timeouts.h"
+#include "cb_redact.h"
 #endif
