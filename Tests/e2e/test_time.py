@@ -1,0 +1,82 @@
+"""elapsed.format and debug.advanceClock over stdio, results checked against the spec."""
+import pytest
+
+from conftest import RPCFailure
+
+CASES = [
+    # seconds, positional, short, spoken
+    (0, "0:00", "0s", "0 seconds"),
+    (5, "0:05", "5s", "5 seconds"),
+    (59.999, "0:59", "59s", "59 seconds"),
+    (165, "2:45", "2m 45s", "2 minutes, 45 seconds"),
+    (3599, "59:59", "59m 59s", "59 minutes, 59 seconds"),
+    (3600, "1:00:00", "1h", "1 hour"),
+    (3780, "1:03:00", "1h 3m", "1 hour, 3 minutes"),
+    (86400, "24:00:00", "1d", "1 day"),
+    (90187, "25:03:07", "1d 1h", "1 day, 1 hour, 3 minutes, 7 seconds"),
+    (-12.5, "0:00", "0s", "0 seconds"),
+    (1e308, "277777777777:46:39", "11574074074d 1h", "11574074074 days, 1 hour, 46 minutes, 39 seconds"),
+]
+
+
+@pytest.mark.parametrize("seconds,positional,short,spoken", CASES)
+def test_elapsed_format_styles(server, seconds, positional, short, spoken):
+    assert server.request("elapsed.format", {"seconds": seconds}) == {"text": positional}
+    assert server.request("elapsed.format", {"seconds": seconds, "style": "positional"}) == {"text": positional}
+    assert server.request("elapsed.format", {"seconds": seconds, "style": "short"}) == {"text": short}
+    assert server.request("elapsed.format", {"seconds": seconds, "style": "spoken"}) == {"text": spoken}
+
+
+def test_elapsed_format_over_lsp_framing(lsp_server):
+    assert lsp_server.request("elapsed.format", {"seconds": 165}) == {"text": "2:45"}
+
+
+@pytest.mark.parametrize("params,param", [
+    ({}, "seconds"),
+    ({"seconds": "165"}, "seconds"),
+    ({"seconds": None}, "seconds"),
+    ({"seconds": 1, "style": "long"}, "style"),
+    ({"seconds": 1, "style": 3}, "style"),
+])
+def test_elapsed_format_invalid_params(server, params, param):
+    with pytest.raises(RPCFailure) as e:
+        server.request("elapsed.format", params)
+    assert e.value.code == -32602
+    assert e.value.data["param"] == param
+    # The server keeps serving after an error.
+    assert server.request("elapsed.format", {"seconds": 61}) == {"text": "1:01"}
+
+
+def test_advance_clock_moves_the_manual_clock(server):
+    r1 = server.request("debug.advanceClock", {"ms": 60_000})
+    assert r1["now"] == 60_000 and r1["fired"] == 0
+    r2 = server.request("debug.advanceClock", {"ms": 3_600_000})
+    assert r2["now"] == 3_660_000
+    assert r2["wallClockMs"] - r1["wallClockMs"] == 3_600_000
+    assert server.request("debug.advanceClock", {"ms": 0})["now"] == 3_660_000
+
+
+@pytest.mark.parametrize("params", [{}, {"ms": -1}, {"ms": 1.5}, {"ms": "10"}])
+def test_advance_clock_invalid_params(server, params):
+    with pytest.raises(RPCFailure) as e:
+        server.request("debug.advanceClock", params)
+    assert e.value.code == -32602
+    assert e.value.data["param"] == "ms"
+
+
+def test_advance_clock_needs_manual_clock(spawn):
+    c = spawn("--ephemeral")
+    with pytest.raises(RPCFailure) as e:
+        c.request("debug.advanceClock", {"ms": 1000})
+    assert e.value.code == -32040
+    assert "--manual-clock" in e.value.data["reason"]
+    assert c.request("elapsed.format", {"seconds": 5}) == {"text": "0:05"}
+
+
+def test_methods_are_in_the_spec_with_their_errors(server):
+    doc = server.request("rpc.discover", validate=False)
+    names = {m["name"]: m for m in doc["methods"]}
+    assert "elapsed.format" in names and "debug.advanceClock" in names
+    refs = [e.get("$ref", "") for e in names["debug.advanceClock"]["errors"]]
+    assert "#/components/errors/ManualClockDisabled" in refs
+    assert doc["components"]["errors"]["ManualClockDisabled"]["code"] == -32040
