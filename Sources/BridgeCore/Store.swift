@@ -305,12 +305,15 @@ public final class Store {
     // MARK: drafts
 
     public func saveDraft(sessionId: String, text: String, nowMs: Int64) throws {
+        // Explicit length: a draft may contain NUL characters.
         var t = text
-        try t.withUTF8 { buf in
-            try check(buf.withMemoryRebound(to: CChar.self) {
-                cb_draft_save(handle, sessionId, $0.baseAddress ?? "", $0.count, nowMs)
-            })
+        let rc = t.withUTF8 { buf in
+            buf.withMemoryRebound(to: CChar.self) { b in
+                b.baseAddress.map { cb_draft_save(handle, sessionId, $0, b.count, nowMs) }
+                    ?? cb_draft_save(handle, sessionId, "", 0, nowMs)
+            }
         }
+        try check(rc)
     }
 
     public func draft(sessionId: String) throws -> (text: String, savedMs: Int64)? {
