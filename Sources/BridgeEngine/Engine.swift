@@ -4,7 +4,7 @@
 /// performs the returned effects.
 public struct Engine {
     public internal(set) var state = EngineState()
-    let services: EngineServices
+    public let services: EngineServices
     var strings: Strings
 
     public init(services: EngineServices, settings: Settings = Settings()) {

@@ -29,6 +29,8 @@ public final class ServerEnvironment {
     /// What the server reopened from durable state, reported in `initialize`'s
     /// `recovered` (the store/engine set this; default: nothing recovered).
     public var recovered: () -> JSON = { .object([:]) }
+    /// The engine (sessions, approvals, notifications), on `scheduler`'s clock.
+    public lazy var engine = EngineHost(env: self)
     /// Run once when the server stops (exit, EOF, signal), after output is flushed.
     public var onExit: [() -> Void] = []
 

@@ -4,5 +4,6 @@ extension MethodTable {
     public func registerAll(_ env: ServerEnvironment) throws {
         try registerRPC(env)
         try registerTime(env)
+        try registerEngine(env)
     }
 }

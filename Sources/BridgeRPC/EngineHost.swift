@@ -1,0 +1,125 @@
+import BridgeCore
+import BridgeEngine
+
+/// Runs the pure engine inside the server: takes time from `env.scheduler`
+/// (manual under `--manual-clock`), turns effects into server->client
+/// notifications, and keeps one scheduler timeout armed for the engine's next
+/// deadline. Loop thread only, like everything in the server.
+public final class EngineHost {
+    public private(set) var engine: Engine
+    let env: ServerEnvironment
+    private var timer: TimeoutScheduler.Handle?
+    private var timerAt: Millis?
+    /// Effects also go here (tests, the demo, issue 7's outbox); after broadcast.
+    public var observers: [(Effect) -> Void] = []
+
+    /// The redactor the engine uses: built-in catalog plus the custom rules of
+    /// Settings, recompiled when they change (a box so the engine's closure
+    /// always sees the current one).
+    final class RedactorBox { var redactor = Redactor.builtIn }
+    private let box: RedactorBox
+
+    /// With the given services (tests); custom redaction rules are then only validated.
+    public init(env: ServerEnvironment, services: EngineServices, settings: Settings = Settings()) {
+        self.env = env
+        box = RedactorBox()
+        engine = Engine(services: services, settings: settings)
+    }
+
+    private init(env: ServerEnvironment, box: RedactorBox, services: EngineServices) {
+        self.env = env
+        self.box = box
+        engine = Engine(services: services)
+    }
+
+    /// The real services: BridgeCore's `Redactor` and `ElapsedFormatter`.
+    public convenience init(env: ServerEnvironment) {
+        let box = RedactorBox()
+        let formatter = ElapsedFormatter.english
+        self.init(env: env, box: box, services: EngineServices(
+            redact: { [box] in box.redactor.redacted($0) },
+            formatElapsed: { formatter.string(seconds: Double($0)) }))
+    }
+
+    /// Compiles the custom rules with the built-in catalog; a bad pattern is a
+    /// -32602 carrying PCRE2's message and offset. Installed by settings.update.
+    func validateRules(_ rules: [RedactionRule]) throws {
+        do {
+            compiled = try Redactor(customRules: rules.map { RedactionRuleSpec(id: $0.name, pattern: $0.pattern, replacement: $0.replacement) })
+        } catch let e as RedactionPatternError {
+            throw RPCError.invalidParams("invalid params: customRedactionRules[\(e.ruleIndex)].pattern: \(e.message) at offset \(e.offset)",
+                                         data: ["param": .string("customRedactionRules[\(e.ruleIndex)].pattern"),
+                                                "rule": .string(e.ruleId), "message": .string(e.message),
+                                                "offset": .int(Int64(e.offset))])
+        }
+    }
+    private var compiled: Redactor?
+
+    /// Makes the rules checked by `validateRules` the ones the engine uses.
+    func installCompiledRules() {
+        if let c = compiled { box.redactor = c }
+        compiled = nil
+    }
+
+    /// Engine time: wall-clock milliseconds as the scheduler sees them (manual
+    /// epoch + advanced time under `--manual-clock`), so expiresAt/startedAt
+    /// are real dates for clients.
+    public var now: Millis { env.scheduler.wallClockMs }
+
+    public var services: EngineServices { engine.services }
+    public var strings: Strings { Strings(locale: engine.settings.locale) }
+
+    @discardableResult
+    public func apply(_ event: EngineEvent) -> Engine.Transition {
+        let t = engine.apply(event, now: now)
+        perform(t.effects)
+        armTimer()
+        return t
+    }
+
+    private func perform(_ effects: [Effect]) {
+        guard !effects.isEmpty else { return }
+        let now = self.now
+        for e in effects {
+            env.broadcast(e.method, payload(e, now: now))
+            for o in observers { o(e) }
+        }
+    }
+
+    /// The notification params for one effect.
+    public func payload(_ e: Effect, now: Millis) -> JSON {
+        switch e {
+        case .postNotification(let n): return EngineCoding.notification(n)
+        case .clearNotifications(let ids): return ["ids": .array(ids.map { .string($0) })]
+        case .showBanner(let b): return EngineCoding.banner(b)
+        case .startActivity(let c), .updateActivity(let c), .endActivity(let c): return EngineCoding.activity(c)
+        case .updateBadge(let n): return ["count": .int(Int64(n))]
+        case let .approvalResolved(rid, sid, d, by):
+            return ["requestId": .string(rid), "sessionId": .string(sid), "decision": .string(d.rawValue), "by": by.json]
+        case let .questionAnswered(qid, sid, answers, by):
+            return ["questionId": .string(qid), "sessionId": .string(sid), "by": by.json,
+                    "answers": .object(answers.mapValues { .array($0.map { .string($0) }) })]
+        case .sessionChanged(let sid):
+            guard let s = engine.session(sid) else { return ["session": .null] }
+            return ["session": EngineCoding.session(s, now: now, services: engine.services, strings: strings, full: false)]
+        }
+    }
+
+    /// One scheduler entry for the engine's earliest deadline; re-armed only
+    /// when that deadline moves, so 50k events/s do not churn the timer heap.
+    private func armTimer() {
+        let next = engine.nextDeadline
+        guard next != timerAt else { return }
+        if let h = timer { _ = env.scheduler.cancel(h) }
+        timer = nil
+        timerAt = next
+        guard let next else { return }
+        let delay = UInt64(max(0, next - now))
+        timer = env.scheduler.schedule(afterMs: delay) { [weak self] in
+            guard let self else { return }
+            self.timer = nil
+            self.timerAt = nil
+            self.apply(.tick)
+        }
+    }
+}

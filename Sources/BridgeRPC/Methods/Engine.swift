@@ -1,0 +1,311 @@
+import BridgeCore
+import BridgeEngine
+
+/// The engine's methods: agent input, the person's answers, app state,
+/// settings and the queries (see rpc-spec/parts/engine.json).
+/// Application errors: -32010 unknown session.
+extension MethodTable {
+    func registerEngine(_ env: ServerEnvironment) throws {
+        let host = env.engine
+
+        // agent.event {sessionId, type, ...}: the native event types of DESIGN.md.
+        on("agent.event") { p, _ in
+            let event = try EngineParams.agentEvent(p)
+            host.apply(.agent(event))
+            let s = host.engine.session(event.sessionId)
+            return ["sessionId": .string(event.sessionId), "status": .string(s?.status.rawValue ?? "idle")]
+        }
+
+        on("approval.respond") { p, ctx in
+            let rid: String = try p.required("requestId")
+            let decision = ApprovalDecision(rawValue: try p.oneOf("decision", ApprovalDecision.allCases.map(\.rawValue)))!
+            let device: String? = try p.optional("deviceId") ?? ctx.deviceID
+            let source = DecisionSource(rawValue: try p.oneOf("source", DecisionSource.allCases.map(\.rawValue), default: "app"))!
+            let t = host.apply(.approvalResponse(requestId: rid, decision: decision, deviceId: device, source: source))
+            guard case .approval(let r) = t.reply else { throw RPCError.internalError("engine gave no approval reply") }
+            return ["status": .string(r.status.rawValue), "requestId": .string(r.requestId), "sessionId": r.sessionId.json,
+                    "resolution": r.resolution.map { .string($0.rawValue) } ?? .null]
+        }
+
+        on("approval.list") { p, _ in
+            let sid: String? = try p.optional("sessionId")
+            let now = host.now
+            let list = host.engine.pendingApprovals.filter { sid == nil || $0.sessionId == sid }
+            return ["approvals": .array(list.map { EngineCoding.approval($0, now: now, services: host.services) })]
+        }
+
+        on("question.answer") { p, ctx in
+            let qid: String = try p.required("questionId")
+            let raw: [String: JSON] = try p.required("answers")
+            var answers: [String: [String]] = [:]
+            for (k, v) in raw {
+                switch v {
+                case .string(let s): answers[k] = [s]
+                case .array(let a) where a.allSatisfy({ $0.stringValue != nil }): answers[k] = a.compactMap(\.stringValue)
+                default:
+                    throw RPCError.invalidParams("invalid params: answers['\(k)'] must be a string or an array of strings",
+                                                 data: ["param": "answers", "key": .string(k), "expected": "string | string[]",
+                                                        "got": .string(v.typeName)])
+                }
+            }
+            let device: String? = try p.optional("deviceId") ?? ctx.deviceID
+            let t = host.apply(.questionAnswer(questionId: qid, answers: answers, deviceId: device))
+            guard case .question(let r) = t.reply else { throw RPCError.internalError("engine gave no question reply") }
+            if r.status == .invalid {
+                throw RPCError.invalidParams("invalid params: \(r.problem ?? "answers do not fit the question")",
+                                             data: ["param": "answers", "questionId": .string(qid),
+                                                    "problem": .string(r.problem ?? "")])
+            }
+            return ["status": .string(r.status.rawValue), "questionId": .string(qid), "sessionId": r.sessionId.json]
+        }
+
+        on("app.update") { p, _ in
+            let u = try EngineParams.appUpdate(p)
+            host.apply(.app(u))
+            return ["app": EngineCoding.app(host.engine.app),
+                    "liveActivityStatus": .string(host.engine.liveActivityStatus.rawValue)]
+        }
+
+        on("settings.get") { _, _ in
+            ["settings": EngineCoding.settings(host.engine.settings),
+             "supportedLocales": .array(Localization.supportedLocales.map { .string($0) })]
+        }
+
+        on("settings.update") { p, _ in
+            let s = try EngineParams.settings(p, current: host.engine.settings, validateRules: host.validateRules)
+            host.installCompiledRules()
+            host.apply(.settings(s))
+            return ["settings": EngineCoding.settings(host.engine.settings),
+                    "supportedLocales": .array(Localization.supportedLocales.map { .string($0) })]
+        }
+
+        on("session.list") { p, _ in
+            let status = try p.value("status").map { _ in
+                try p.oneOf("status", SessionStatus.allCases.map(\.rawValue))
+            }
+            let now = host.now
+            let list = host.engine.sessions.filter { status == nil || $0.status.rawValue == status }
+            return ["sessions": .array(list.map {
+                EngineCoding.session($0, now: now, services: host.services, strings: host.strings, full: false)
+            })]
+        }
+
+        on("session.get") { p, _ in
+            let sid: String = try p.required("sessionId")
+            guard let s = host.engine.session(sid) else {
+                throw RPCError.application(-32010, "Unknown session", data: ["sessionId": .string(sid),
+                    "reason": "no event has been received for this session"])
+            }
+            return ["session": EngineCoding.session(s, now: host.now, services: host.services, strings: host.strings, full: true)]
+        }
+
+        on("activity.get") { _, _ in
+            let c = host.engine.currentActivity(now: host.now)
+            return ["activity": c.map(EngineCoding.activity) ?? .null,
+                    "liveActivityStatus": .string(host.engine.liveActivityStatus.rawValue)]
+        }
+
+        on("metrics.get") { _, _ in EngineCoding.metrics(host.engine.metrics) }
+
+        on("deeplink.parse") { p, _ in
+            let url: String = try p.required("url")
+            switch DeepLink.parse(url) {
+            case .success(let l): return EngineCoding.deepLink(l)
+            case .failure(let e):
+                let reason: String
+                switch e {
+                case .notCodingBridge: reason = "not a codingbridge:// URL"
+                case .unknownRoute(let r): reason = "unknown route '\(r)'"
+                case .badEncoding(let part): reason = "bad path component '\(part)' (empty or invalid percent-encoding)"
+                }
+                throw RPCError.invalidParams("invalid params: \(reason)",
+                                             data: ["param": "url", "reason": .string(reason), "got": .string(url),
+                                                    "routes": ["codingbridge://session/{id}",
+                                                               "codingbridge://session/{id}/approval/{requestId}",
+                                                               "codingbridge://session/{id}/question/{questionId}",
+                                                               "codingbridge://settings/notifications"]])
+            }
+        }
+    }
+}
+
+/// Params -> engine values, with -32602 errors that name the offending field.
+enum EngineParams {
+    static let eventTypes = ["task_started", "tool_use", "progress", "approval_request", "approval_cancelled",
+                             "approval_timeout", "question", "task_completed", "task_failed", "session_handoff"]
+
+    static func bad(_ param: String, _ expected: String, _ got: JSON) -> RPCError {
+        .invalidParams("invalid params: '\(param)' must be \(expected)",
+                       data: ["param": .string(param), "expected": .string(expected), "got": .string(got.typeName)])
+    }
+
+    static func nonEmpty(_ p: Params, _ key: String) throws -> String {
+        let s: String = try p.required(key)
+        guard !s.isEmpty else {
+            throw RPCError.invalidParams("invalid params: '\(key)' must not be empty",
+                                         data: ["param": .string(key), "expected": "non-empty string", "got": ""])
+        }
+        return s
+    }
+
+    static func tool(_ p: Params) throws -> ToolUse {
+        let name: String = try p.optional("toolName") ?? p.required("tool")
+        var t = ToolUse(name: name)
+        if let input = p.value("input") {
+            guard let o = input.objectValue else { throw bad("input", "object", input) }
+            func str(_ k: String) throws -> String? {
+                guard let v = o[k], v != .null else { return nil }
+                guard let s = v.stringValue else { throw bad("input.\(k)", "string", v) }
+                return s
+            }
+            t.command = try str("command")
+            t.filePath = try str("file_path") ?? str("notebook_path") ?? str("path")
+            t.pattern = try str("pattern")
+            t.url = try str("url") ?? str("query")
+            t.description = try str("description")
+        }
+        if let summary: String = try p.optional("summary"), t.command == nil, t.filePath == nil, t.url == nil {
+            t.description = summary
+        }
+        return t
+    }
+
+    static func todos(_ p: Params) throws -> [Todo] {
+        let arr: [JSON] = try p.required("todos")
+        return try arr.enumerated().map { i, v in
+            guard let o = v.objectValue else { throw bad("todos[\(i)]", "object", v) }
+            guard let content = o["content"]?.stringValue else { throw bad("todos[\(i)].content", "string", o["content"] ?? .null) }
+            let st = o["status"]?.stringValue ?? ""
+            guard let state = Todo.State(rawValue: st) else {
+                throw RPCError.invalidParams("invalid params: 'todos[\(i)].status' must be one of pending, in_progress, completed",
+                                             data: ["param": .string("todos[\(i)].status"),
+                                                    "expected": ["pending", "in_progress", "completed"],
+                                                    "got": o["status"].map { $0.stringValue.map(JSON.string) ?? .string($0.typeName) } ?? "missing"])
+            }
+            let af = o["activeForm"]
+            if let af, af != .null, af.stringValue == nil { throw bad("todos[\(i)].activeForm", "string", af) }
+            return Todo(content: content, status: state, activeForm: af?.stringValue)
+        }
+    }
+
+    static func questions(_ p: Params) throws -> [Question] {
+        let arr: [JSON] = try p.required("questions")
+        guard !arr.isEmpty else {
+            throw RPCError.invalidParams("invalid params: 'questions' must not be empty",
+                                         data: ["param": "questions", "expected": "non-empty array", "got": "array"])
+        }
+        return try arr.enumerated().map { i, v in
+            guard let o = v.objectValue else { throw bad("questions[\(i)]", "object", v) }
+            guard let q = o["question"]?.stringValue else { throw bad("questions[\(i)].question", "string", o["question"] ?? .null) }
+            var options: [Question.Option] = []
+            if let ov = o["options"], ov != .null {
+                guard let oa = ov.arrayValue else { throw bad("questions[\(i)].options", "array", ov) }
+                for (j, x) in oa.enumerated() {
+                    guard let label = x["label"]?.stringValue else { throw bad("questions[\(i)].options[\(j)].label", "string", x["label"] ?? .null) }
+                    options.append(.init(label: label, description: x["description"]?.stringValue))
+                }
+            }
+            return Question(question: q, header: o["header"]?.stringValue, options: options,
+                            multiSelect: o["multiSelect"]?.boolValue ?? false)
+        }
+    }
+
+    static func agentEvent(_ p: Params) throws -> AgentEvent {
+        let sid = try nonEmpty(p, "sessionId")
+        let type = try p.oneOf("type", eventTypes)
+        let kind: AgentEvent.Kind
+        switch type {
+        case "task_started": kind = .taskStarted(prompt: try p.optional("prompt"))
+        case "tool_use": kind = .toolUse(try tool(p))
+        case "progress": kind = .progress(todos: try todos(p))
+        case "approval_request":
+            let timeout: Double? = try p.optional("timeoutSeconds")
+            if let timeout, !(Settings.approvalTimeoutRange.contains(timeout)) {
+                throw RPCError.invalidParams("invalid params: 'timeoutSeconds' must be within 1...86400",
+                                             data: ["param": "timeoutSeconds", "expected": "number 1...86400", "got": .double(timeout)])
+            }
+            kind = .approvalRequest(requestId: try nonEmpty(p, "requestId"), tool: try tool(p), timeoutSeconds: timeout)
+        case "approval_cancelled": kind = .approvalCancelled(requestId: try nonEmpty(p, "requestId"))
+        case "approval_timeout": kind = .approvalTimeout(requestId: try nonEmpty(p, "requestId"))
+        case "question": kind = .question(questionId: try nonEmpty(p, "questionId"), questions: try questions(p))
+        case "task_completed": kind = .taskCompleted(summary: try p.optional("summary"))
+        case "task_failed": kind = .taskFailed(error: try p.optional("error"))
+        default: kind = .sessionHandoff(to: try p.optional("handedOffTo"))
+        }
+        return AgentEvent(sessionId: sid, kind: kind, projectName: try p.optional("projectName"),
+                          projectPath: try p.optional("projectPath"), sentAt: try p.optional("sentAt"))
+    }
+
+    static func appUpdate(_ p: Params) throws -> AppUpdate {
+        var u = AppUpdate()
+        if p.has("phase") { u.phase = AppState.Phase(rawValue: try p.oneOf("phase", AppState.Phase.allCases.map(\.rawValue))) }
+        u.lowPowerMode = try p.optional("lowPowerMode")
+        if let n = p.value("network") {
+            guard let o = n.objectValue else { throw bad("network", "object", n) }
+            let np = try Params(.object(o))
+            u.networkConnected = try np.optional("connected")
+            if np.has("type") { u.networkType = AppState.ConnectionType(rawValue: try np.oneOf("type", AppState.ConnectionType.allCases.map(\.rawValue))) }
+        }
+        if let perm = p.value("permissions") {
+            guard let o = perm.objectValue else { throw bad("permissions", "object", perm) }
+            let pp = try Params(.object(o))
+            if pp.has("notifications") {
+                u.notificationPermission = AppState.NotificationPermission(
+                    rawValue: try pp.oneOf("notifications", AppState.NotificationPermission.allCases.map(\.rawValue)))
+            }
+            u.liveActivitiesPermitted = try pp.optional("liveActivities")
+        }
+        u.backgroundTimeExpired = try p.optional("backgroundTimeExpired") ?? false
+        return u
+    }
+
+    static let settingKeys = ["enableLiveActivities", "enableBackgroundNotifications", "showNotificationDetails",
+                              "backgroundInLowPowerMode", "enableTimeSensitiveNotifications", "approvalTimeoutSeconds",
+                              "customRedactionRules", "locale"]
+
+    static func settings(_ p: Params, current: Settings,
+                         validateRules: ([RedactionRule]) throws -> Void) throws -> Settings {
+        if case .object(let o)? = p.raw, let unknown = o.keys.sorted().first(where: { !settingKeys.contains($0) }) {
+            throw RPCError.invalidParams("invalid params: unknown setting '\(unknown)'",
+                                         data: ["param": .string(unknown), "expected": .array(settingKeys.map { .string($0) }),
+                                                "got": "unknown key"])
+        }
+        var s = current
+        if let v: Bool = try p.optional("enableLiveActivities") { s.enableLiveActivities = v }
+        if let v: Bool = try p.optional("enableBackgroundNotifications") { s.enableBackgroundNotifications = v }
+        if let v: Bool = try p.optional("showNotificationDetails") { s.showNotificationDetails = v }
+        if let v: Bool = try p.optional("backgroundInLowPowerMode") { s.backgroundInLowPowerMode = v }
+        if let v: Bool = try p.optional("enableTimeSensitiveNotifications") { s.enableTimeSensitiveNotifications = v }
+        if let v: Double = try p.optional("approvalTimeoutSeconds") {
+            guard Settings.approvalTimeoutRange.contains(v) else {
+                throw RPCError.invalidParams("invalid params: 'approvalTimeoutSeconds' must be within 1...86400",
+                                             data: ["param": "approvalTimeoutSeconds", "expected": "number 1...86400",
+                                                    "got": .double(v)])
+            }
+            s.approvalTimeoutSeconds = v
+        }
+        if let v: String = try p.optional("locale") {
+            guard Localization.isSupported(v) else {
+                throw RPCError.invalidParams("invalid params: unsupported locale '\(v)'",
+                                             data: ["param": "locale", "expected": .array(Localization.supportedLocales.map { .string($0) }),
+                                                    "got": .string(v)])
+            }
+            s.locale = v
+        }
+        if let arr: [JSON] = try p.optional("customRedactionRules") {
+            var rules: [RedactionRule] = []
+            for (i, r) in arr.enumerated() {
+                guard let o = r.objectValue else { throw bad("customRedactionRules[\(i)]", "object", r) }
+                guard let pattern = o["pattern"]?.stringValue, !pattern.isEmpty else {
+                    throw bad("customRedactionRules[\(i)].pattern", "non-empty string", o["pattern"] ?? .null)
+                }
+                let name = o["name"]?.stringValue ?? "custom\(i + 1)"
+                let repl = o["replacement"]?.stringValue ?? "[REDACTED]"
+                rules.append(RedactionRule(name: name, pattern: pattern, replacement: repl))
+            }
+            try validateRules(rules)
+            s.customRedactionRules = rules
+        }
+        return s
+    }
+}
