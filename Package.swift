@@ -47,6 +47,8 @@ let package = Package(
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: [.unsafeFlags(["-parse-as-library"])]
         ),
+        // A bare jansson newline-JSON echo: the baseline `cb-bench rpc` measures against.
+        .executableTarget(name: "cb-echo-baseline", dependencies: ["CJansson"], path: "Sources/cb-echo-baseline"),
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore"]),
         .testTarget(name: "BridgeEngineTests", dependencies: ["BridgeEngine", "BridgeCore"]),
         .testTarget(name: "BridgeRPCTests", dependencies: ["BridgeRPC", "BridgeCore"]),
