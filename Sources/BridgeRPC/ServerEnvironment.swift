@@ -22,6 +22,9 @@ public final class ServerEnvironment {
     /// Every timeout (approvals, reminders, retries) on one loop timer; a
     /// manual clock under `--manual-clock`, advanced by `debug.advanceClock`.
     public let scheduler: TimeoutScheduler
+    /// The durable store (outbox, drafts, key-value snapshots); opened by
+    /// `openStore()` (Methods/Outbox.swift) from `options`.
+    public var store: Store?
     /// Sends a server->client notification to every connected client.
     /// The server sets this when it starts; before that it drops nothing
     /// because nothing can happen before the loop runs.
@@ -29,6 +32,9 @@ public final class ServerEnvironment {
     /// What the server reopened from durable state, reported in `initialize`'s
     /// `recovered` (the store/engine set this; default: nothing recovered).
     public var recovered: () -> JSON = { .object([:]) }
+    /// The redaction engine every surface text goes through (built-in catalog;
+    /// the settings layer replaces it when custom rules change).
+    public var redactor: Redactor = .builtIn
     /// The engine (sessions, approvals, notifications), on `scheduler`'s clock.
     public lazy var engine = EngineHost(env: self)
     /// Run once when the server stops (exit, EOF, signal), after output is flushed.

@@ -5,5 +5,7 @@ extension MethodTable {
         try registerRPC(env)
         try registerTime(env)
         try registerEngine(env)
+        try registerOutbox(env)
+        try registerRedaction(env)
     }
 }
