@@ -19,7 +19,8 @@ request(method, params=None, timeout=5, validate=True) -> result
     data) on an error response. With validate=True (default) the result is
     checked against the method's result schema in rpc-spec/openrpc.json
     (a method missing from the spec fails the test).
-call(method, params=None, id=..., timeout=5) -> the whole response dict.
+call(method, params=None, id=<auto>, timeout=5) -> the whole response dict
+    (id may be any JSON id, including None).
 notify(method, params=None)              send a notification.
 send(obj)                                send any JSON value as one message.
 send_raw(bytes)                          write bytes as-is (no framing added).
@@ -31,7 +32,8 @@ wait_notification(method, timeout=5, predicate=None) -> params of the first
     matching notification (already-received ones count; each is returned once).
 initialize(**params) -> result            (spawn does this unless initialize=False)
 close_stdin(); wait(timeout=10) -> exit code; stderr() -> text so far;
-kill(); framing ("ndjson"/"lsp").
+kill(); framing ("ndjson"/"lsp"); frames: the framing each received message
+used (the server must answer in the client's framing).
 
 validate_result(method, result)  jsonschema check against the spec (refs under
     #/components/schemas resolved). validate_error(err) checks an error object.
@@ -125,6 +127,9 @@ class RPCFailure(Exception):
         super().__init__(f"{self.code} {self.message} {json.dumps(self.data)}")
 
 
+_AUTO = object()
+
+
 class Client:
     def __init__(self, args, framing="ndjson", stdin=subprocess.PIPE, env=None):
         self.framing = framing
@@ -134,6 +139,7 @@ class Client:
         self._msgs = queue.Queue()
         self.notifications = []
         self._taken = set()
+        self.frames = []  # framing of each message received: "lsp" or "ndjson"
         self._note_cv = threading.Condition()
         self._err = bytearray()
         self._next_id = 1
@@ -173,10 +179,12 @@ class Client:
             assert n is not None, buf[:end]
             if len(buf) < end + 4 + n:
                 return None, buf
+            self.frames.append("lsp")
             return buf[end + 4:end + 4 + n], buf[end + 4 + n:]
         nl = buf.find(b"\n")
         if nl < 0:
             return None, buf
+        self.frames.append("ndjson")
         return buf[:nl], buf[nl + 1:]
 
     def _deliver(self, body):
@@ -257,8 +265,8 @@ class Client:
             msg["params"] = params
         self.send(msg)
 
-    def call(self, method, params=None, id=None, timeout=5):
-        if id is None:
+    def call(self, method, params=None, id=_AUTO, timeout=5):
+        if id is _AUTO:
             id = self._next_id
             self._next_id += 1
         msg = {"jsonrpc": "2.0", "method": method, "id": id}
