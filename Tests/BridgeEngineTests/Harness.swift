@@ -1,15 +1,16 @@
 @testable import BridgeEngine
+import BridgeCore
 
 /// A manual clock around the engine: time moves only when a test says so.
 struct Harness {
     var engine: Engine
     var now: Millis = 1_000_000
 
-    /// Until BridgeCore's ElapsedFormatter/Redactor are wired here, these stand
-    /// in; the engine only needs *a* formatter and *a* redactor.
+    /// The real services, as the server wires them: BridgeCore's Redactor
+    /// (PCRE2 catalog) and ElapsedFormatter.
     static let services = EngineServices(
-        redact: { $0.replacingAll("sk-live-SECRET123", with: "[REDACTED]") },
-        formatElapsed: { s in s >= 3600 ? "\(s / 3600):\(pad((s / 60) % 60)):\(pad(s % 60))" : "\(s / 60):\(pad(s % 60))" })
+        redact: { Redactor.builtIn.redacted($0) },
+        formatElapsed: { ElapsedFormatter.english.string(seconds: Double($0)) })
 
     init(settings: Settings = Settings(), background: Bool = false) {
         engine = Engine(services: Harness.services, settings: settings)
@@ -41,33 +42,6 @@ struct Harness {
     mutating func setBackground(_ bg: Bool) -> [Effect] { send(.app(AppUpdate(phase: bg ? .background : .foreground))) }
 }
 
-func pad(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
-
-extension String {
-    func replacingAll(_ a: String, with b: String) -> String {
-        guard !a.isEmpty else { return self }
-        var out = ""
-        var rest = Substring(self)
-        while let r = rest.range(of: a) {
-            out += rest[..<r.lowerBound]
-            out += b
-            rest = rest[r.upperBound...]
-        }
-        return out + rest
-    }
-}
-
-extension Substring {
-    func range(of needle: String) -> Range<Index>? {
-        var i = startIndex
-        while i < endIndex {
-            if self[i...].hasPrefix(needle) { return i..<index(i, offsetBy: needle.count) }
-            i = index(after: i)
-        }
-        return nil
-    }
-}
-
 extension Array where Element == Effect {
     var posts: [NotificationRequest] { compactMap { if case .postNotification(let n) = $0 { return n }; return nil } }
     var banners: [Banner] { compactMap { if case .showBanner(let b) = $0 { return b }; return nil } }
@@ -82,3 +56,6 @@ extension Array where Element == Effect {
 }
 
 let npmTest = ToolUse(name: "Bash", command: "npm test")
+
+/// An Anthropic-style API key: the real redactor must catch it.
+let secret = "sk-ant-api03-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0U1v2W3x4Y5z6" + "AA"

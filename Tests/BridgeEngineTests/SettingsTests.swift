@@ -15,7 +15,7 @@ import Testing
         #expect(s.locale == "en")
     }
 
-    static let secretCommand = ToolUse(name: "Bash", command: "curl -H 'Authorization: sk-live-SECRET123' https://api")
+    static let secretCommand = ToolUse(name: "Bash", command: "curl -H 'x-api-key: \(secret)' https://api")
 
     @Test(arguments: [false, true])
     func showNotificationDetails(_ on: Bool) {
@@ -26,17 +26,17 @@ import Testing
         let n = h.agent("s1", .approvalRequest(requestId: "r1", tool: Self.secretCommand, timeoutSeconds: nil)).posts[0]
         let activity = h.engine.currentActivity(now: h.now)!
         if on {
-            #expect(n.body == "Run: curl -H 'Authorization: [REDACTED]' https://api")
-            #expect(activity.approval?.summary == "curl -H 'Authorization: [REDACTED]' https://api")
+            #expect(n.body == "Run: curl -H 'x-api-key: [REDACTED]' https://api")
+            #expect(activity.approval?.summary == "curl -H 'x-api-key: [REDACTED]' https://api")
         } else {
             #expect(n.body == "Claude needs permission to continue")
             #expect(activity.approval?.summary == "Claude needs permission to continue")
         }
-        #expect(!n.body.contains("SECRET123"))
-        #expect(!activity.rendered.lockScreen.contains("SECRET123"))
+        #expect(!n.body.contains(secret))
+        #expect(!activity.rendered.lockScreen.contains(secret))
         // Completion summary follows the same rule.
-        let done = h.agent("s1", .taskCompleted(summary: "Deployed with sk-live-SECRET123")).posts[0]
-        #expect(done.body == (on ? "Deployed with [REDACTED]" : "Claude finished working"))
+        let done = h.agent("s1", .taskCompleted(summary: "Deployed with ANTHROPIC_API_KEY=\(secret)")).posts[0]
+        #expect(done.body == (on ? "Deployed with ANTHROPIC_API_KEY=[REDACTED]" : "Claude finished working"))
     }
 
     @Test func detailsAreCappedAt200CharactersOnACharacterBoundary() {
