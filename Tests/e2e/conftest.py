@@ -153,7 +153,10 @@ class Client:
         buf = b""
         try:
             while True:
-                chunk = out.read1(65536) if hasattr(out, "read1") else os.read(out.fileno(), 65536)
+                try:
+                    chunk = out.read1(65536) if hasattr(out, "read1") else os.read(out.fileno(), 65536)
+                except (ValueError, OSError):  # the test closed our end
+                    break
                 if not chunk:
                     break
                 buf += chunk
@@ -202,7 +205,10 @@ class Client:
 
     def _err_loop(self):
         while True:
-            chunk = self.proc.stderr.read1(65536) if hasattr(self.proc.stderr, "read1") else os.read(self.proc.stderr.fileno(), 65536)
+            try:
+                chunk = self.proc.stderr.read1(65536)
+            except (ValueError, OSError):
+                return
             if not chunk:
                 return
             self._err += chunk

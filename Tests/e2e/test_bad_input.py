@@ -1,0 +1,261 @@
+"""Every bad input of issue 2: each gets a clear JSON-RPC error (with `data`
+saying what was wrong) and the server keeps serving the next message."""
+import json
+import os
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import binary, validate_response
+
+
+def line(c, raw: bytes):
+    c.send_raw(raw + b"\n")
+
+
+def expect_error(c, code, id=None):
+    r = c.recv()
+    validate_response(r)
+    assert r["id"] == id, r
+    assert r["error"]["code"] == code, r
+    assert isinstance(r["error"].get("data"), dict), r
+    return r["error"]
+
+
+def still_serving(c):
+    assert c.request("ping") == {}
+    assert c.request("debug.echo", {"ok": True}) == {"ok": True}
+
+
+@pytest.mark.parametrize("raw", [b"{", b"{]", b"nul", b'{"jsonrpc":"2.0",}', b"'single'", b"\x00"])
+def test_malformed_json(server, raw):
+    line(server, raw)
+    err = expect_error(server, -32700)
+    assert "reason" in err["data"] and "position" in err["data"]
+    still_serving(server)
+
+
+@pytest.mark.parametrize("raw", [b"1", b'"text"', b"null", b"true", b'{"foo":"boo"}', b"{}"])
+def test_valid_json_that_is_not_a_request(server, raw):
+    line(server, raw)
+    err = expect_error(server, -32600)
+    assert err["data"]["reason"]
+    still_serving(server)
+
+
+@pytest.mark.parametrize("version", ['"1.0"', "2.0", '"2.00"', "null"])
+def test_wrong_jsonrpc_value(server, version):
+    line(server, b'{"jsonrpc":%s,"id":7,"method":"ping"}' % version.encode())
+    err = expect_error(server, -32600, id=7)
+    assert err["data"]["member"] == "jsonrpc"
+    still_serving(server)
+
+
+def test_missing_jsonrpc_member(server):
+    line(server, b'{"id":8,"method":"ping"}')
+    assert expect_error(server, -32600, id=8)["data"]["member"] == "jsonrpc"
+
+
+@pytest.mark.parametrize("method", ["1", "null", "[]", '{"a":1}', "true"])
+def test_non_string_method(server, method):
+    line(server, b'{"jsonrpc":"2.0","id":"m","method":%s}' % method.encode())
+    assert expect_error(server, -32600, id="m")["data"]["member"] == "method"
+    still_serving(server)
+
+
+def test_method_with_nul_is_invalid(server):
+    line(server, b'{"jsonrpc":"2.0","id":1,"method":"pi\\u0000ng"}')
+    assert expect_error(server, -32600, id=1)["data"]["member"] == "method"
+
+
+@pytest.mark.parametrize("params", ['"bar"', "3", "true", "null"])
+def test_params_neither_array_nor_object(server, params):
+    line(server, b'{"jsonrpc":"2.0","id":4,"method":"debug.echo","params":%s}' % params.encode())
+    assert expect_error(server, -32600, id=4)["data"]["member"] == "params"
+    still_serving(server)
+
+
+@pytest.mark.parametrize("id", ["{}", "[1]", "true"])
+def test_invalid_id_type(server, id):
+    line(server, b'{"jsonrpc":"2.0","id":%s,"method":"ping"}' % id.encode())
+    assert expect_error(server, -32600)["data"]["member"] == "id"
+
+
+def test_responses_from_the_client_are_ignored(server):
+    line(server, b'{"jsonrpc":"2.0","id":99,"result":{}}')
+    line(server, b'{"jsonrpc":"2.0","id":98,"error":{"code":1,"message":"x"}}')
+    server.expect_silence()
+    still_serving(server)
+
+
+@pytest.mark.parametrize("framing", ["ndjson", "lsp"])
+def test_message_over_the_limit_is_skipped_and_next_is_kept(spawn, framing):
+    c = spawn("--ephemeral", "--max-message-bytes", "4096", framing=framing)
+    big = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "debug.echo", "params": {"s": "x" * 10000}}).encode()
+    nxt = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping"}).encode()
+    c.send_raw(c.frame(big) + c.frame(nxt))  # one write: the next message must survive
+    err = expect_error(c, -32600)
+    assert err["data"]["limit"] == 4096 and err["data"]["size"] > 4096
+    r = c.recv()
+    assert r["id"] == 2 and r["result"] == {}
+    still_serving(c)
+
+
+def test_default_limit_is_16_mib(spawn):
+    c = spawn()
+    big = b'{"jsonrpc":"2.0","id":1,"method":"debug.echo","params":{"s":"' + b"y" * (17 << 20) + b'"}}'
+    c.send_raw(big + b"\n" + b'{"jsonrpc":"2.0","id":2,"method":"ping"}\n')
+    err = expect_error(c, -32600)
+    assert err["data"]["limit"] == 16 << 20
+    assert c.recv(timeout=20)["id"] == 2
+
+
+@pytest.mark.parametrize("header,reason", [
+    (b"Content-Length: abc\r\n\r\n", "decimal"),
+    (b"Content-Length: -5\r\n\r\n", "decimal"),
+    (b"Content-Length: 99999999999999999999999\r\n\r\n", "overflows"),
+    (b"Content-Length:\r\n\r\n", "empty"),
+    (b"Content-Type: application/json\r\n\r\n", "missing Content-Length"),
+    (b"Content-Length: 5\r\nContent-Length: 5\r\n\r\n", "duplicate"),
+    (b"Bogus header line\r\n\r\n", "malformed"),
+])
+def test_bad_or_missing_content_length_resyncs(lsp_server, header, reason):
+    body = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+    good = b'{"jsonrpc":"2.0","id":2,"method":"ping"}'
+    lsp_server.send_raw(header + body + b"Content-Length: %d\r\n\r\n" % len(good) + good)
+    err = expect_error(lsp_server, -32700)
+    assert reason in err["data"]["reason"]
+    r = lsp_server.recv()
+    assert r["id"] == 2 and r["result"] == {}
+    still_serving(lsp_server)
+
+
+def test_header_line_too_long(lsp_server):
+    lsp_server.send_raw(b"X-Long: " + b"a" * 20000 + b"\r\n\r\n")
+    good = b'{"jsonrpc":"2.0","id":2,"method":"ping"}'
+    lsp_server.send_raw(b"Content-Length: %d\r\n\r\n" % len(good) + good)
+    assert "too long" in expect_error(lsp_server, -32700)["data"]["reason"]
+    assert lsp_server.recv()["id"] == 2
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"jsonrpc":"2.0","id":1,"method":"debug.echo","params":{"s":"\xff"}}',
+    b'{"jsonrpc":"2.0","id":1,"method":"debug.echo","params":{"s":"\xc3\x28"}}',
+    b'{"jsonrpc":"2.0","id":1,"method":"debug.echo","params":{"s":"\xed\xa0\x80"}}',  # UTF-16 surrogate
+    b'{"jsonrpc":"2.0","id":1,"method":"debug.echo","params":{"\xe0\x80\xaf":1}}',    # overlong
+])
+@pytest.mark.parametrize("framing", ["ndjson", "lsp"])
+def test_invalid_utf8(spawn, raw, framing):
+    c = spawn(framing=framing)
+    c.send_raw(c.frame(raw))
+    err = expect_error(c, -32700)
+    assert "decode" in err["data"]["reason"] or "UTF-8" in err["data"]["reason"]
+    still_serving(c)
+
+
+@pytest.mark.parametrize("depth", [129, 10000, 1_000_000])
+def test_deep_nesting(server, depth):
+    line(server, b'{"jsonrpc":"2.0","id":1,"method":"debug.echo","params":{"a":' + b"[" * depth + b"]" * depth + b"}}")
+    err = expect_error(server, -32700)
+    assert err["data"]["reason"] == "nesting too deep"
+    assert err["data"]["maxDepth"] == 128
+    still_serving(server)
+
+
+def test_nesting_within_the_limit_works(server):
+    v = {"a": json.loads("[" * 100 + "]" * 100)}
+    assert server.request("debug.echo", v) == v
+
+
+def test_client_closes_mid_message_lsp(lsp_server):
+    lsp_server.send_raw(b'Content-Length: 100\r\n\r\n{"jsonrpc":"2.0",')
+    lsp_server.close_stdin()
+    err = expect_error(lsp_server, -32700)
+    assert "body" in err["data"]["reason"]
+    assert lsp_server.wait() == 0
+
+
+def test_client_closes_mid_header(lsp_server):
+    lsp_server.send_raw(b"Content-Len")
+    lsp_server.close_stdin()
+    assert "header" in expect_error(lsp_server, -32700)["data"]["reason"]
+    assert lsp_server.wait() == 0
+
+
+def test_client_closes_mid_ndjson_line(server):
+    server.send_raw(b'{"jsonrpc":"2.0","id":1,"meth')
+    server.close_stdin()
+    expect_error(server, -32700)
+    assert server.wait() == 0
+
+
+def test_client_vanishes_entirely_while_replies_are_owed(spawn):
+    c = spawn()
+    c.send_raw(b'{"jsonrpc":"2.0","id":1,"method":"rpc.discover"}\n' * 200)
+    c.proc.stdout.close()  # nobody reads: the server gets EPIPE, must not crash
+    c.close_stdin()
+    assert c.wait(timeout=20) in (0,)
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for l in f:
+            if l.startswith("VmRSS:"):
+                return int(l.split()[1])
+    return 0
+
+
+def test_writer_that_never_reads_keeps_memory_bounded():
+    """The peer writes requests with big replies and never reads: the server
+    stops reading once ~4 MiB of replies are queued, so the peer's own write
+    blocks and the server's memory stays flat. Reading again drains it all."""
+    p = subprocess.Popen([binary(), "serve", "--ephemeral"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    try:
+        p.stdin.write(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}\n')
+        # each request ~60 B, each reply ~100 KiB (rpc.discover): 2000 of them = 200 MiB if unbounded
+        req = b'{"jsonrpc":"2.0","id":1,"method":"rpc.discover"}\n'
+        total = 20000
+        sent = [0]
+
+        def writer():
+            try:
+                for _ in range(total):
+                    p.stdin.write(req)
+                    sent[0] += 1
+            except (BrokenPipeError, ValueError, OSError):
+                pass
+
+        t = threading.Thread(target=writer, daemon=True)
+        t.start()
+        # wait until the writer makes no progress (the server stopped reading)
+        last, stable = -1, 0
+        while stable < 4:
+            time.sleep(0.25)
+            stable = stable + 1 if sent[0] == last else 0
+            last = sent[0]
+        assert sent[0] < total, "the server kept reading although nobody read its replies"
+        rss = rss_kib(p.pid)
+        print(f"peer blocked after {sent[0]} requests; server RSS {rss} KiB")
+        assert rss < 80 * 1024, f"server RSS {rss} KiB while the peer does not read"
+        # now read everything: all accepted requests are answered
+        got = 0
+        buf = b""
+        p.stdout.read(0)
+        deadline = time.time() + 60
+        t_done = False
+        while time.time() < deadline:
+            chunk = os.read(p.stdout.fileno(), 1 << 20)
+            if not chunk:
+                break
+            got += chunk.count(b"\n")
+            if not t.is_alive() and not t_done:
+                t_done = True
+                p.stdin.close()
+        assert got == total + 1  # + initialize
+        assert p.wait(timeout=20) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
