@@ -154,7 +154,7 @@ class Client:
         try:
             while True:
                 try:
-                    chunk = out.read1(65536) if hasattr(out, "read1") else os.read(out.fileno(), 65536)
+                    chunk = os.read(out.fileno(), 65536)
                 except (ValueError, OSError):  # the test closed our end
                     break
                 if not chunk:
@@ -206,7 +206,7 @@ class Client:
     def _err_loop(self):
         while True:
             try:
-                chunk = self.proc.stderr.read1(65536)
+                chunk = os.read(self.proc.stderr.fileno(), 65536)
             except (ValueError, OSError):
                 return
             if not chunk:
