@@ -90,6 +90,8 @@ extension Engine {
         let wasBackground = state.app.isBackground
         let session = withSession(sid, now: now) { s -> Session in
             s.run = failed ? .failed : .completed
+            // Nothing is running any more; the summary line says how it ended.
+            s.operation = nil
             s.message = body
             s.nextReminderAt = nil
             s.recomputeStatus()
