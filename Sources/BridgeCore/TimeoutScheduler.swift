@@ -47,7 +47,12 @@ public final class TimeoutScheduler {
     /// Manual clock: the wall-clock time (Unix ms) that `nowMs == 0` stands for.
     public let manualEpochMs: Int64
     private let c: OpaquePointer
-    private var bodies: ContiguousArray<(() -> Void)?> = []
+    /// The side table: body of the timeout in C slot i at bodies[i]. Manual
+    /// storage (no bounds or exclusivity checks): it is on every
+    /// schedule/cancel/fire path and only this class touches it.
+    @exclusivity(unchecked) private var bodies: UnsafeMutablePointer<(() -> Void)?> = .allocate(capacity: 0)
+    @exclusivity(unchecked) private var bodiesCount = 0
+    @exclusivity(unchecked) private var bodiesCapacity = 0
 
     /// A scheduler on `loop`. A manual clock starts at 0 ms and stands for
     /// wall-clock `manualEpochMs` (default 2026-01-01T00:00:00Z, so manual
@@ -79,6 +84,8 @@ public final class TimeoutScheduler {
         // Pending timeouts are dropped uncalled; a system timer is closed on
         // the loop (freed on its next turn).
         cb_timeouts_close(c)
+        bodies.deinitialize(count: bodiesCount)
+        bodies.deallocate()
     }
 
     /// Monotonic milliseconds on this scheduler's clock.
@@ -118,16 +125,31 @@ public final class TimeoutScheduler {
         // Only allocation failure (or > 4G pending) can fail: like Array, trap.
         precondition(rc == 0, "cb_timeouts_schedule: \(String(cString: cb_strerror(rc)))")
         let slot = Int(truncatingIfNeeded: UInt32(truncatingIfNeeded: id))
-        // The C side hands out slots densely, so the table grows by appending.
-        while bodies.count <= slot { bodies.append(nil) }
+        // The C side hands out slots densely from 0, so the table only ever
+        // needs to grow to slot + 1.
+        if slot >= bodiesCount { grow(to: slot + 1) }
         bodies[slot] = body
         return Handle(rawValue: id)
     }
 
+    private func grow(to count: Int) {
+        if count > bodiesCapacity {
+            let cap = Swift.max(count, bodiesCapacity * 2, 64)
+            let fresh = UnsafeMutablePointer<(() -> Void)?>.allocate(capacity: cap)
+            fresh.moveInitialize(from: bodies, count: bodiesCount)
+            bodies.deallocate()
+            bodies = fresh
+            bodiesCapacity = cap
+        }
+        (bodies + bodiesCount).initialize(repeating: nil, count: count - bodiesCount)
+        bodiesCount = count
+    }
+
     fileprivate func fire(_ id: cb_timeout_id) {
         let slot = Int(truncatingIfNeeded: UInt32(truncatingIfNeeded: id))
-        let body = bodies[slot]
-        bodies[slot] = nil // before the call: the body may schedule into this slot
+        // Take the body out before the call: it may schedule into this slot.
+        let body = (bodies + slot).move()
+        (bodies + slot).initialize(to: nil)
         body?()
     }
 
@@ -136,6 +158,7 @@ public final class TimeoutScheduler {
     @discardableResult
     public func cancel(_ h: Handle) -> Bool {
         guard cb_timeouts_cancel(c, h.rawValue) == 0 else { return false }
+        // A successful cancel proves the slot is below bodiesCount.
         bodies[Int(truncatingIfNeeded: UInt32(truncatingIfNeeded: h.rawValue))] = nil
         return true
     }
@@ -189,7 +212,7 @@ public final class TimeoutScheduler {
     /// Closure contexts that capture values are allocated by Swift per closure
     /// and are not included (measure them with malloc statistics).
     public var memoryBytes: (c: Int, swiftTable: Int) {
-        (cb_timeouts_memory(c), bodies.capacity * MemoryLayout<(() -> Void)?>.stride)
+        (cb_timeouts_memory(c), bodiesCapacity * MemoryLayout<(() -> Void)?>.stride)
     }
 }
 

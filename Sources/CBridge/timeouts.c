@@ -9,7 +9,15 @@
  *           compares on dense data.
  *   slots[] per-id state: fn, data, heap index, generation (24 B). Free slots
  *           chain through `hidx`; generation is odd while pending, even while
- *           free, so a stale or forged id never matches a free slot. */
+ *           free, so a stale or forged id never matches a free slot.
+ *
+ * Cancel is lazy: it frees the slot at once (the id dies, the slot is reusable)
+ * and leaves a tombstone in the heap (hslot[i] = NONE), which costs one cache
+ * miss instead of a sift through random heap lines. Tombstones are dropped when
+ * they reach the top, and the heap is compacted (filter + Floyd heapify, both
+ * sequential) once they outnumber half the live entries, so heap memory stays
+ * <= 1.5x live and the amortized cost stays O(1). Invariant after every public
+ * call: the top of the heap is live (or the heap is empty). */
 #include "cb_timeouts.h"
 #include "cb_error.h"
 #include <stdlib.h>
@@ -40,8 +48,9 @@ struct cb_timeouts {
 
     hkey *keys;
     void *keys_alloc;
-    uint32_t *hslot;
-    size_t n, cap;
+    uint32_t *hslot; /* NONE: tombstone of a cancelled timeout */
+    size_t n, cap;   /* n counts tombstones too */
+    size_t ntomb;
 
     slot *slots;
     uint32_t nslots, slots_cap, free_head;
@@ -61,19 +70,23 @@ static inline uint64_t sat_add(uint64_t a, uint64_t b) { return a + b < a ? UINT
 
 /* ---- heap ---------------------------------------------------------------- */
 
+/* Heap position i now holds slot s (or a tombstone). */
+static inline void set_pos(cb_timeouts *t, size_t i, uint32_t s) {
+    t->hslot[i] = s;
+    if (s != NONE) t->slots[s].hidx = (uint32_t)i;
+}
+
 static void sift_up(cb_timeouts *t, size_t i, hkey k, uint32_t s) {
     hkey *keys = t->keys;
     while (i > 0) {
         size_t p = (i - 1) >> 2;
         if (!key_less(k, keys[p])) break;
         keys[i] = keys[p];
-        t->hslot[i] = t->hslot[p];
-        t->slots[t->hslot[i]].hidx = (uint32_t)i;
+        set_pos(t, i, t->hslot[p]);
         i = p;
     }
     keys[i] = k;
-    t->hslot[i] = s;
-    t->slots[s].hidx = (uint32_t)i;
+    set_pos(t, i, s);
 }
 
 static void sift_down(cb_timeouts *t, size_t i, hkey k, uint32_t s) {
@@ -87,13 +100,11 @@ static void sift_down(cb_timeouts *t, size_t i, hkey k, uint32_t s) {
             if (key_less(keys[j], keys[m])) m = j;
         if (!key_less(keys[m], k)) break;
         keys[i] = keys[m];
-        t->hslot[i] = t->hslot[m];
-        t->slots[t->hslot[i]].hidx = (uint32_t)i;
+        set_pos(t, i, t->hslot[m]);
         i = m;
     }
     keys[i] = k;
-    t->hslot[i] = s;
-    t->slots[s].hidx = (uint32_t)i;
+    set_pos(t, i, s);
 }
 
 /* Puts k/s at heap position i (which is vacant or being overwritten) and
@@ -109,6 +120,50 @@ static void heap_remove(cb_timeouts *t, size_t i) {
     size_t last = --t->n;
     if (i == last) return;
     heap_fix(t, i, t->keys[last], t->hslot[last]);
+}
+
+/* Restores the invariant that the top is live. */
+static void drop_top_tombstones(cb_timeouts *t) {
+    while (t->n && t->hslot[0] == NONE) {
+        heap_remove(t, 0);
+        t->ntomb--;
+    }
+}
+
+/* Floyd's sift-down on keys/hslot only; slot back-pointers are fixed in one
+ * pass afterwards, so heapify touches the slot table once per entry. */
+static void sift_down_plain(hkey *keys, uint32_t *hs, size_t n, size_t i) {
+    hkey k = keys[i];
+    uint32_t s = hs[i];
+    for (;;) {
+        size_t c = 4 * i + 1;
+        if (c >= n) break;
+        size_t m = c, end = c + 4 < n ? c + 4 : n;
+        for (size_t j = c + 1; j < end; j++)
+            if (key_less(keys[j], keys[m])) m = j;
+        if (!key_less(keys[m], k)) break;
+        keys[i] = keys[m];
+        hs[i] = hs[m];
+        i = m;
+    }
+    keys[i] = k;
+    hs[i] = s;
+}
+
+/* Removes every tombstone: filter in place, heapify, fix back-pointers. */
+static void compact(cb_timeouts *t) {
+    size_t w = 0;
+    for (size_t r = 0; r < t->n; r++) {
+        if (t->hslot[r] == NONE) continue;
+        t->keys[w] = t->keys[r];
+        t->hslot[w] = t->hslot[r];
+        w++;
+    }
+    t->n = w;
+    t->ntomb = 0;
+    if (w > 1)
+        for (size_t i = (w - 2) / 4 + 1; i-- > 0;) sift_down_plain(t->keys, t->hslot, w, i);
+    for (size_t i = 0; i < w; i++) t->slots[t->hslot[i]].hidx = (uint32_t)i;
 }
 
 static int heap_grow(cb_timeouts *t) {
@@ -211,8 +266,9 @@ static void finalize(cb_timeouts *t);
 /* Pops the minimum and runs its callback. The slot is freed first, so the
  * callback sees its own id as dead and may reuse everything freely. */
 static void fire_min(cb_timeouts *t) {
-    uint32_t s = t->hslot[0];
+    uint32_t s = t->hslot[0]; /* live: the invariant */
     heap_remove(t, 0);
+    drop_top_tombstones(t);
     slot *sl = &t->slots[s];
     cb_timeout_fn fn = sl->fn;
     void *data = sl->data;
@@ -283,7 +339,7 @@ static void finalize(cb_timeouts *t) {
     t->keys = NULL;
     t->hslot = NULL;
     t->slots = NULL;
-    t->n = t->cap = 0;
+    t->n = t->cap = t->ntomb = 0;
     t->nslots = t->slots_cap = 0;
     if (t->clock == CB_CLOCK_SYSTEM)
         uv_close((uv_handle_t *)&t->timer, on_close);
@@ -315,8 +371,12 @@ int cb_timeouts_schedule_at(cb_timeouts *t, uint64_t deadline, cb_timeout_fn fn,
     if (!t || !fn) return CB_EINVAL;
     if (t->closing) return CB_ECLOSED;
     if (t->n == t->cap) {
-        int rc = heap_grow(t);
-        if (rc) return rc;
+        if (t->ntomb * 4 >= t->n && t->ntomb) {
+            compact(t); /* make room from tombstones before growing */
+        } else {
+            int rc = heap_grow(t);
+            if (rc) return rc;
+        }
     }
     uint32_t s;
     int rc = slot_alloc(t, &s);
@@ -353,8 +413,12 @@ int cb_timeouts_cancel(cb_timeouts *t, cb_timeout_id id) {
     if (!t) return CB_EINVAL;
     slot *sl = lookup(t, id);
     if (!sl) return CB_ENOTFOUND;
-    heap_remove(t, sl->hidx);
+    uint32_t i = sl->hidx;
+    t->hslot[i] = NONE;
+    t->ntomb++;
     slot_free(t, (uint32_t)id);
+    if (i == 0) drop_top_tombstones(t);
+    if (t->ntomb * 2 > t->n - t->ntomb && t->ntomb >= 64) compact(t);
     if (t->n == 0) rearm(t);
     return 0;
 }
@@ -365,6 +429,7 @@ int cb_timeouts_reschedule_at(cb_timeouts *t, cb_timeout_id id, uint64_t deadlin
     if (!sl) return CB_ENOTFOUND;
     hkey k = {deadline, t->seq++};
     heap_fix(t, sl->hidx, k, (uint32_t)id);
+    drop_top_tombstones(t); /* moving the top down may surface a tombstone */
     rearm(t);
     return 0;
 }
@@ -382,7 +447,7 @@ int cb_timeouts_deadline(const cb_timeouts *t, cb_timeout_id id, uint64_t *deadl
     return 0;
 }
 
-size_t cb_timeouts_pending(const cb_timeouts *t) { return t->n; }
+size_t cb_timeouts_pending(const cb_timeouts *t) { return t->n - t->ntomb; }
 
 int cb_timeouts_next_deadline(const cb_timeouts *t, uint64_t *deadline) {
     if (!t->n) return CB_ENOTFOUND;
