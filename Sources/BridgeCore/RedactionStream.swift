@@ -28,6 +28,8 @@ public final class RedactionStream {
     /// Keep findings in `findings` (off for huge inputs where only counts matter).
     public var collectFindings = true
     public private(set) var findingCount = 0
+    /// Input bytes held for re-scanning (bounded by overlap + chunk + maxCarry).
+    public var bufferedBytes: Int { carry.count }
 
     public init(redactor: Redactor, labels: Bool = false, overlap: Int = 64 << 10, maxCarry: Int = 1 << 20) {
         precondition(overlap > 0 && maxCarry >= overlap)

@@ -408,7 +408,7 @@ static int cmp_finding(const void *a, const void *b) {
     const cb_redact_finding *x = a, *y = b;
     if (x->start != y->start) return x->start < y->start ? -1 : 1;
     if (x->end != y->end) return x->end > y->end ? -1 : 1;
-    return 0;
+    return x->rule < y->rule ? -1 : x->rule > y->rule; /* deterministic order */
 }
 
 static int build_output(struct call *c, unsigned opts) {
@@ -512,6 +512,10 @@ int cb_redact_run(const cb_redact_rules_t *rs, const char *text, size_t n, unsig
                 if (f->mend > last->mend) last->mend = f->mend;
                 if (f->mstart < last->mstart) last->mstart = f->mstart;
                 last->flags |= f->flags;
+                /* The catalog runs from specific formats to generic
+                 * assignments: name the merged finding after the most
+                 * specific rule that saw it. */
+                if (f->rule < last->rule) last->rule = f->rule;
             } else {
                 res->findings[++w] = *f;
             }
