@@ -53,17 +53,27 @@ def test_kill9_never_loses_an_answered_message(spawn, tmp_path):
         stop = threading.Event()
         writer = threading.Thread(target=blast, args=(c, rnd, stop), daemon=True)
         writer.start()
-        time.sleep(rng.uniform(0.03, 0.4))
+        early = []
+        if rnd % 2 == 0:
+            time.sleep(rng.uniform(0.03, 0.4))
+        else:
+            # Kill the instant a reply shows up (after a random number of
+            # them): a reply sent before its commit would be caught here.
+            for _ in range(rng.randrange(1, 2000)):
+                early.append(c.recv(timeout=10))
         os.kill(c.proc.pid, signal.SIGKILL)
         c.proc.wait(timeout=10)
         stop.set()
         writer.join(timeout=10)
         n = 0
         while True:
-            try:
-                m = c.recv(timeout=1)
-            except (TimeoutError, EOFError):
-                break
+            if early:
+                m = early.pop(0)
+            else:
+                try:
+                    m = c.recv(timeout=1)
+                except (TimeoutError, EOFError):
+                    break
             replies = m if isinstance(m, list) else [m]
             for r in replies:
                 if "result" in r:
