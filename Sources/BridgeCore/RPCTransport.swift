@@ -31,6 +31,15 @@ public final class RPCConnection {
         self.id = Int(raw.pointee.id)
     }
 
+    deinit {
+        // The C connection outlives its close until this object goes: an
+        // in-memory peer can still read what was written before EOF.
+        if let raw {
+            raw.pointee.data = nil
+            cb_conn_release(raw)
+        }
+    }
+
     public var framing: Framing {
         guard let raw else { return .unknown }
         switch cb_conn_framing(raw) {
@@ -40,6 +49,8 @@ public final class RPCConnection {
         }
     }
     public var isClosed: Bool { raw == nil || raw!.pointee.closed != 0 }
+    /// Still accepting input (not closing or closed).
+    public var isOpen: Bool { raw != nil && raw!.pointee.closing == 0 && raw!.pointee.closed == 0 }
     /// Bytes queued for the peer and not yet written.
     public var queuedBytes: Int { raw.map { Int(cb_conn_queued($0)) } ?? 0 }
     /// How often input was paused because the peer did not read its replies.
@@ -160,7 +171,7 @@ public final class RPCEndpoint {
         for c in connections.values { c.close() }
         if let signals { cb_signals_close(signals) }
         loop.runOnce()
-        for c in connections.values { if let raw = c.raw { raw.pointee.data = nil; cb_conn_release(raw) } ; c.raw = nil }
+        for c in connections.values { if let raw = c.raw { raw.pointee.data = nil; cb_conn_release(raw) }; c.raw = nil }
         cb_rpc_free(rpc)
     }
 
@@ -211,8 +222,6 @@ public final class RPCEndpoint {
 
     fileprivate func closed(_ c: RPCConnection) {
         connections[c.id] = nil
-        if let raw = c.raw { raw.pointee.data = nil; cb_conn_release(raw) }
-        c.raw = nil
         let then = c.onClosed
         c.onClosed = nil
         then?()

@@ -76,7 +76,7 @@ public final class RPCServer {
     /// An in-process client: bytes in, replies out, no pipes (fuzzers,
     /// benchmarks, unit tests). Its calls take the same path as stdio's.
     public func makeInProcessClient() -> InProcessClient {
-        InProcessClient(connection: endpoint.openInMemory(), loop: env.loop)
+        InProcessClient(server: self, connection: endpoint.openInMemory())
     }
 
     /// Stops serving: flush every connection, run the exit hooks, stop the loop.
@@ -212,12 +212,13 @@ public final class RPCServer {
 /// once their handler answers.
 public final class InProcessClient {
     public let connection: RPCConnection
-    private let loop: EventLoop
+    /// Keeps the server (and so the connection) alive as long as the client.
+    public let server: RPCServer
     private var nextID: Int64 = 1
 
-    init(connection: RPCConnection, loop: EventLoop) {
+    init(server: RPCServer, connection: RPCConnection) {
+        self.server = server
         self.connection = connection
-        self.loop = loop
     }
 
     /// Feeds raw bytes and returns everything written back so far.

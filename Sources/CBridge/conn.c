@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void notify_owner(cb_conn_t *c, cb_conn_event ev);
+
 static cb_conn_t *conn_new(cb_rpc_t *rpc, const cb_conn_ops_t *ops) {
     cb_conn_t *c = calloc(1, sizeof *c);
     if (!c) return NULL;
@@ -37,7 +39,7 @@ void cb_conn__flush(cb_conn_t *c) {
     if (rc < 0) {
         c->write_failed = 1;
         c->out.len = 0;
-        c->rpc->on_conn(c->rpc, c, CB_CONN_EV_WRITE_ERROR);
+        notify_owner(c, CB_CONN_EV_WRITE_ERROR);
     }
 }
 
@@ -140,12 +142,19 @@ static int on_frame(void *data, cb_frame_event ev, const char *bytes, size_t len
     return 0;
 }
 
+/* The owner may drop its reference from inside an event callback. */
+static void notify_owner(cb_conn_t *c, cb_conn_event ev) {
+    cb_conn_retain(c);
+    c->rpc->on_conn(c->rpc, c, ev);
+    cb_conn_release(c);
+}
+
 static void finish_input(cb_conn_t *c) {
     c->in_dispatch = 1;
     cb_framer_finish(&c->in, on_frame, c);
     c->in_dispatch = 0;
     cb_conn__flush(c);
-    c->rpc->on_conn(c->rpc, c, CB_CONN_EV_EOF);
+    notify_owner(c, CB_CONN_EV_EOF);
 }
 
 void cb_conn__input(cb_conn_t *c, size_t n) {
@@ -176,10 +185,11 @@ static void maybe_close(cb_conn_t *c) {
 void cb_conn__written(cb_conn_t *c, size_t n, int status) {
     c->inflight -= n;
     c->bytes_out += n;
+    cb_conn_retain(c);
     if (status < 0 && !c->write_failed) {
         c->write_failed = 1;
         c->out.len = 0;
-        c->rpc->on_conn(c->rpc, c, CB_CONN_EV_WRITE_ERROR);
+        notify_owner(c, CB_CONN_EV_WRITE_ERROR);
     }
     if (c->write_failed) c->out.len = 0;
     if (c->paused && !c->closing && cb_conn_queued(c) < c->rpc->limits.low_water) {
@@ -193,11 +203,12 @@ void cb_conn__written(cb_conn_t *c, size_t n, int status) {
         cb_conn_release(c);
     }
     maybe_close(c);
+    cb_conn_release(c);
 }
 
 void cb_conn__closed(cb_conn_t *c) {
     c->closed = 1;
-    c->rpc->on_conn(c->rpc, c, CB_CONN_EV_CLOSED);
+    notify_owner(c, CB_CONN_EV_CLOSED);
 }
 
 void cb_conn_close(cb_conn_t *c) {
