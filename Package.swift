@@ -14,6 +14,7 @@ let package = Package(
     products: [
         .executable(name: "codingbridge", targets: ["codingbridge"]),
         .executable(name: "cb-bench", targets: ["cb-bench"]),
+        .executable(name: "cb-fuzz-dispatch", targets: ["cb-fuzz-dispatch"]),
         .library(name: "BridgeCore", targets: ["BridgeCore"]),
     ],
     dependencies: [
@@ -47,6 +48,8 @@ let package = Package(
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: [.unsafeFlags(["-parse-as-library"])]
         ),
+        // libFuzzer target over the whole method dispatch (Tests/fuzz/dispatch/run.sh).
+        .executableTarget(name: "cb-fuzz-dispatch", dependencies: ["BridgeRPC", "BridgeCore"]),
         // A bare jansson newline-JSON echo: the baseline `cb-bench rpc` measures against.
         .executableTarget(name: "cb-echo-baseline", dependencies: ["CJansson"], path: "Sources/cb-echo-baseline"),
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore"]),
