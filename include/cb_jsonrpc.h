@@ -37,6 +37,20 @@ typedef struct {
  * (`reason`, `line`, `column`, `position`) into *error_data (a new object). */
 json_t *cb_jsonrpc_parse(const char *text, size_t len, size_t max_depth, json_t **error_data);
 
+/* The shape most requests have: {"jsonrpc":"2.0","id":ID,"method":"NAME"} in
+ * any member order with any whitespace, ID an integer or a string, NAME and a
+ * string ID plain ASCII without escapes. For exactly that shape the reply can be
+ * built from the raw bytes, with no JSON tree at all; anything else (params,
+ * escapes, non-ASCII, duplicates, odd numbers) returns 0 and takes the general
+ * path, so the spec's semantics are never approximated. */
+typedef struct {
+    const char *method;
+    size_t method_len;
+    const char *id;  /* the id's JSON text, spliced verbatim into the reply */
+    size_t id_len;
+} cb_jsonrpc_simple_t;
+int cb_jsonrpc_scan_simple(const char *text, size_t len, cb_jsonrpc_simple_t *out);
+
 /* Classifies one element (a whole message, or one member of a batch). */
 void cb_jsonrpc_classify(json_t *v, cb_jsonrpc_msg_t *out);
 
@@ -44,6 +58,8 @@ void cb_jsonrpc_classify(json_t *v, cb_jsonrpc_msg_t *out);
  * id is written as given (string, number or null; NULL means null). */
 int cb_jsonrpc_write_result(cb_buf_t *out, json_t *id, json_t *result);
 int cb_jsonrpc_write_result_raw(cb_buf_t *out, json_t *id, const char *raw, size_t raw_len);
+/* Same, with the id given as JSON text. */
+int cb_jsonrpc_write_result_raw_id(cb_buf_t *out, const char *id, size_t id_len, const char *raw, size_t raw_len);
 int cb_jsonrpc_write_error(cb_buf_t *out, json_t *id, int code, const char *message, json_t *data);
 int cb_jsonrpc_write_notification(cb_buf_t *out, const char *method, json_t *params);
 /* Appends compact JSON of any value. */

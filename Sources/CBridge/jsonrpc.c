@@ -54,6 +54,78 @@ json_t *cb_jsonrpc_parse(const char *text, size_t len, size_t max_depth, json_t 
     return v;
 }
 
+static const char *skip_ws(const char *p, const char *e) {
+    while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+    return p;
+}
+
+/* A string of printable ASCII without escapes; p at the opening quote. */
+static const char *plain_string(const char *p, const char *e, const char **s, size_t *n) {
+    if (p >= e || *p != '"') return NULL;
+    const char *q = ++p;
+    while (q < e && *q != '"') {
+        unsigned char c = (unsigned char)*q;
+        if (c < 0x20 || c > 0x7e || c == '\\') return NULL;
+        q++;
+    }
+    if (q >= e) return NULL;
+    *s = p;
+    *n = (size_t)(q - p);
+    return q + 1;
+}
+
+int cb_jsonrpc_scan_simple(const char *text, size_t len, cb_jsonrpc_simple_t *out) {
+    const char *p = text, *e = text + len;
+    int seen = 0; /* bit 1 jsonrpc, 2 id, 4 method */
+    p = skip_ws(p, e);
+    if (p >= e || *p++ != '{') return 0;
+    for (;;) {
+        const char *k;
+        size_t kn;
+        p = skip_ws(p, e);
+        if (!(p = plain_string(p, e, &k, &kn))) return 0;
+        p = skip_ws(p, e);
+        if (p >= e || *p++ != ':') return 0;
+        p = skip_ws(p, e);
+        if (kn == 7 && !memcmp(k, "jsonrpc", 7)) {
+            const char *v;
+            size_t vn;
+            if ((seen & 1) || !(p = plain_string(p, e, &v, &vn)) || vn != 3 || memcmp(v, "2.0", 3)) return 0;
+            seen |= 1;
+        } else if (kn == 6 && !memcmp(k, "method", 6)) {
+            if ((seen & 4) || !(p = plain_string(p, e, &out->method, &out->method_len))) return 0;
+            seen |= 4;
+        } else if (kn == 2 && !memcmp(k, "id", 2)) {
+            if (seen & 2) return 0;
+            const char *start = p;
+            if (p < e && *p == '"') {
+                const char *v;
+                size_t vn;
+                if (!(p = plain_string(p, e, &v, &vn))) return 0;
+            } else {
+                /* an integer as jansson would print it back: no "-0", no leading zeros */
+                if (p < e && *p == '-') p++;
+                const char *d = p;
+                while (p < e && *p >= '0' && *p <= '9') p++;
+                size_t nd = (size_t)(p - d);
+                if (nd == 0 || nd > 18 || (*d == '0' && (nd > 1 || d != start))) return 0;
+                if (p < e && (*p == '.' || *p == 'e' || *p == 'E')) return 0;
+            }
+            out->id = start;
+            out->id_len = (size_t)(p - start);
+            seen |= 2;
+        } else {
+            return 0;
+        }
+        p = skip_ws(p, e);
+        if (p >= e) return 0;
+        if (*p == ',') { p++; continue; }
+        if (*p != '}') return 0;
+        p = skip_ws(p + 1, e);
+        return p == e && seen == 7;
+    }
+}
+
 static int valid_id(json_t *id) {
     return json_is_string(id) || json_is_number(id) || json_is_null(id);
 }
@@ -133,6 +205,17 @@ int cb_jsonrpc_write_value(cb_buf_t *out, json_t *v) {
 int cb_jsonrpc_write_result_raw(cb_buf_t *out, json_t *id, const char *raw, size_t raw_len) {
     size_t mark = out->len;
     if (LIT(out, "{\"jsonrpc\":\"2.0\",\"id\":") || cb_jsonrpc_write_value(out, id) ||
+        LIT(out, ",\"result\":") || cb_buf_append(out, raw, raw_len) || LIT(out, "}")) {
+        out->len = mark;
+        return CB_ENOMEM;
+    }
+    return 0;
+}
+
+int cb_jsonrpc_write_result_raw_id(cb_buf_t *out, const char *id, size_t id_len, const char *raw,
+                                   size_t raw_len) {
+    size_t mark = out->len;
+    if (LIT(out, "{\"jsonrpc\":\"2.0\",\"id\":") || cb_buf_append(out, id, id_len) ||
         LIT(out, ",\"result\":") || cb_buf_append(out, raw, raw_len) || LIT(out, "}")) {
         out->len = mark;
         return CB_ENOMEM;

@@ -184,6 +184,18 @@ static void handle_one(cb_conn_t *c, json_t *v, cb_batch_t *b, size_t slot) {
 void cb_rpc_handle_message(cb_conn_t *c, const char *text, size_t len) {
     cb_rpc_t *rpc = c->rpc;
     rpc->messages++;
+    /* Fast path: a plain request for a fixed-result method needs no JSON tree. */
+    cb_jsonrpc_simple_t simple;
+    if (rpc->statics && cb_jsonrpc_scan_simple(text, len, &simple)) {
+        const cb_static_t *s = find_static(rpc, simple.method, simple.method_len);
+        if (s) {
+            rpc->c_answered++;
+            c->scratch.len = 0;
+            if (cb_jsonrpc_write_result_raw_id(&c->scratch, simple.id, simple.id_len, s->raw, s->raw_len) == 0)
+                cb_conn_send(c, c->scratch.p, c->scratch.len);
+            return;
+        }
+    }
     json_t *err = NULL;
     json_t *v = cb_jsonrpc_parse(text, len, rpc->limits.max_depth, &err);
     if (!v) {

@@ -87,6 +87,26 @@ static void check_output(cb_conn_t *c) {
     cb_conn_output_clear(c);
 }
 
+/* Differential check of the no-JSON-tree fast path: whatever it accepts,
+ * jansson must read as the same request. */
+static void check_simple_scan(const char *p, size_t n) {
+    cb_jsonrpc_simple_t s;
+    if (!cb_jsonrpc_scan_simple(p, n, &s)) return;
+    json_t *v = json_loadb(p, n, 0, NULL);
+    if (!v || !json_is_object(v)) abort();
+    cb_jsonrpc_msg_t m;
+    cb_jsonrpc_classify(v, &m);
+    if (m.kind != CB_MSG_REQUEST) abort();
+    if (m.method_len != s.method_len || memcmp(m.method, s.method, s.method_len)) abort();
+    json_t *id = json_loadb(s.id, s.id_len, JSON_DECODE_ANY, NULL);
+    if (!id || !json_equal(id, m.id)) abort();
+    char *a = json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT);
+    if (!a || strlen(a) != s.id_len || memcmp(a, s.id, s.id_len)) abort(); /* spliced verbatim */
+    free(a);
+    json_decref(id);
+    json_decref(v);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static cb_rpc_t *rpc;
     if (!rpc) {
@@ -97,6 +117,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         cb_rpc_set_static(rpc, "ping", "{}", 2);
     }
     if (size == 0) return 0;
+    check_simple_scan((const char *)data + 1, size - 1);
     size_t chunk = 1 + data[0] % 97;
     data++;
     size--;
