@@ -250,7 +250,12 @@ int cb_store_open(const char *dir, cb_store_t **out) {
         snprintf(s->path, n, "%s/codingbridge.db", dir);
         /* Create the file ourselves so it is 0600 from the first byte; SQLite
          * gives its -wal and -shm files the database file's mode. */
-        int fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        int created = 1;
+        int fd = open(s->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0 && errno == EEXIST) {
+            created = 0;
+            fd = open(s->path, O_RDWR | O_CLOEXEC);
+        }
         if (fd < 0) {
             int e = errno;
             cb_store_fault_t f = (e == EACCES || e == EROFS || e == EPERM) ? CB_STORE_FAULT_READONLY
@@ -261,6 +266,12 @@ int cb_store_open(const char *dir, cb_store_t **out) {
         struct stat st;
         int isreg = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
         close(fd);
+        if (created) {
+            /* Make the new file's directory entry durable before anything
+             * written into it is acknowledged (power loss right after start). */
+            int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            if (dfd >= 0) { fsync(dfd); close(dfd); }
+        }
         if (!isreg)
             return cb_store_fail(s, CB_STORE_FAULT_FOREIGN, CB_ESTORE, "%s is not a regular file", s->path);
         rc = sqlite3_open_v2(s->path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
