@@ -57,7 +57,7 @@ public struct RedactionPatternError: Error, Equatable, Sendable, CustomStringCon
 /// plus custom rules). Safe to share between threads: every call keeps its
 /// state on its own stack.
 public final class Redactor: @unchecked Sendable {
-    let rules: OpaquePointer
+    package let rules: OpaquePointer
 
     /// The built-in catalog, compiled once per process.
     public static let builtIn: Redactor = {
