@@ -62,39 +62,89 @@ public final class RedactionStream {
     private func step(final: Bool) -> [UInt8] {
         let n = carry.count
         let rules = redactor.rules
-        return carry.withUnsafeBufferPointer { buf -> [UInt8] in
+        var next: (cut: Int, context: Range<Int>?) = (n, nil)
+        let out: [UInt8] = carry.withUnsafeBufferPointer { buf -> [UInt8] in
             let p = UnsafeRawPointer(buf.baseAddress)?.assumingMemoryBound(to: CChar.self)
             if cb_redact_run(rules, p, n, opts, &res) != 0 {
                 // Out of memory: drop this window rather than leak it.
-                let out = Array("[REDACTED]".utf8)
-                record([RedactionFinding(ruleId: "internal-error", start: base, end: base + n, failSafe: true)])
-                base += n
-                carry.removeAll(keepingCapacity: true)
-                return out
+                record([RedactionFinding(ruleId: "internal-error", start: base, end: base + n - context, failSafe: true)])
+                return Array("[REDACTED]".utf8)
             }
-            var cut = final ? n : boundary(buf, from: n - overlap)
-            if !final { cut = avoidMatches(cut, n) }
+            if !final { next = cutPoint(buf, n) }
+            let cut = next.cut
             let out: [UInt8]
             if let t = res.text {
-                let outEnd = cb_redact_output_offset(rules, &res, opts, cut)
-                out = Array(UnsafeRawBufferPointer(start: t, count: outEnd))
+                let from = context > 0 ? cb_redact_output_offset(rules, &res, opts, context) : 0
+                let to = cb_redact_output_offset(rules, &res, opts, cut)
+                out = from < to ? Array(UnsafeRawBufferPointer(start: t + from, count: to - from)) : []
             } else {
-                out = Array(buf[0..<cut])
+                out = Array(buf[context..<cut])
             }
             var emitted: [RedactionFinding] = []
             for i in 0..<res.nfindings {
                 let f = res.findings[i]
                 guard f.start < cut else { break }
+                guard f.start >= context else { continue } // a secret continued from the last window: reported then
                 emitted.append(RedactionFinding(ruleId: String(cString: cb_redact_rule_id(rules, Int(f.rule))),
-                                                start: base + f.start, end: base + min(f.end, cut),
+                                                start: base + f.start - context, end: base + min(f.end, cut) - context,
                                                 failSafe: f.flags & UInt32(CB_REDACT_LIMIT_HIT) != 0))
             }
             record(emitted)
-            base += cut
-            carry.removeFirst(cut)
             return out
         }
+        base += next.cut - context
+        if let ctx = next.context {
+            carry = Array(carry[ctx])
+            context = carry.count
+        } else {
+            carry.removeFirst(next.cut)
+            context = 0
+        }
+        return out
     }
+
+    /// Where to stop emitting: `overlap` bytes before the end, moved back to a
+    /// line/space boundary and then to the start of every match that crosses
+    /// it. If that would hold more than `maxCarry` bytes (a match still growing
+    /// at the end of the window, like an unterminated private key body), emit
+    /// everything, redacted, and keep the first bytes of that match as context
+    /// only: the next window re-scans them (so the rule sees e.g. the BEGIN
+    /// line again and keeps matching the body) but they are not emitted twice.
+    private func cutPoint(_ buf: UnsafeBufferPointer<UInt8>, _ n: Int) -> (cut: Int, context: Range<Int>?) {
+        var cut = max(boundary(buf, from: n - overlap), context)
+        // A secret continued from the last window (its start is in the context)
+        // cannot be re-scanned from its start later: emit through its end, or,
+        // still open, flush and keep its context again.
+        for i in 0..<res.nfindings {
+            let f = res.findings[i]
+            guard f.mstart < context && f.mend > cut else { continue }
+            if f.mend == n { return (n, f.mstart..<min(n, f.mstart + contextBytes)) }
+            cut = f.mend
+        }
+        var moved = true
+        while moved {
+            moved = false
+            for i in 0..<res.nfindings {
+                let f = res.findings[i]
+                if f.mstart < cut && f.mend > cut && f.mstart >= context {
+                    cut = f.mstart
+                    moved = true
+                }
+            }
+        }
+        cut = max(cut, context)
+        guard n - cut > maxCarry else { return (cut, nil) }
+        // Too much held back: flush. A match reaching the end continues as context.
+        var open: Int? = nil
+        for i in 0..<res.nfindings where res.findings[i].mend == n { open = min(open ?? n, res.findings[i].mstart) }
+        guard let ms = open else { return (n, nil) }
+        return (n, ms..<min(n, ms + contextBytes))
+    }
+
+    /// How much of a still-open match is kept as context for the next window.
+    private let contextBytes = 512
+
+    private var context = 0 // leading bytes of `carry` that were already emitted
 
     private func record(_ f: [RedactionFinding]) {
         findingCount += f.count
@@ -110,32 +160,5 @@ public final class RedactionStream {
         i = from
         while i > low { if buf[i - 1] == 0x20 || buf[i - 1] == 0x09 { return i }; i -= 1 }
         return from
-    }
-
-    /// Moves the cut back to the start of every match that crosses it. A match
-    /// that runs to the end of the window may continue in the next chunk, so it
-    /// is carried too, unless the carry would exceed `maxCarry`: then its
-    /// redacted form is emitted through the end (fail safe: the part already
-    /// seen is redacted; see the type's documentation).
-    private func avoidMatches(_ start: Int, _ n: Int) -> Int {
-        var cut = start
-        var moved = true
-        while moved {
-            moved = false
-            for i in 0..<res.nfindings {
-                let f = res.findings[i]
-                if f.mstart < cut && f.mend > cut {
-                    cut = f.mstart
-                    moved = true
-                }
-            }
-        }
-        if n - cut > maxCarry {
-            // Emit through the furthest match end instead (covers the growing match).
-            var end = start
-            for i in 0..<res.nfindings where res.findings[i].mstart < start { end = max(end, res.findings[i].mend) }
-            return end
-        }
-        return cut
     }
 }

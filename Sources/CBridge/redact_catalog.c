@@ -10,7 +10,7 @@
 #define NAME_TAIL "[\\w.-]{0,30}?"
 /* =, :, :=, =>, optionally after the closing quote of a JSON/YAML key,
  * also when the JSON itself sits escaped inside a string (\"key\": \"v\"). */
-#define ASSIGN "(?:\\\\?[\"']\\s*)?(?::=|=>|:|=)[ \\t]*"
+#define ASSIGN "(?:\\\\?[\"'])?[ \\t]*(?::=|=>|:|=)[ \\t]*"
 /* A value: double-quoted, single-quoted or bare. Group 1 in every branch. A
  * bare value followed by "(" is a function call, not a secret. */
 #define VALUE(lo) "(?|\\\\?\"([^\"\\r\\n]{" lo ",256}?)\\\\?\"|'([^'\\r\\n]{" lo ",256}?)'" \
@@ -165,8 +165,8 @@ const cb_redact_rule_def cb_redact_catalog[] = {
     {"npm-access-token", "npm access token (npm_)",
      "npm_[A-Za-z0-9]{36}" TOKEN_END("[A-Za-z0-9]"), {"npm_"}, 0, CB_GATE_NONE, B | C},
     {"npmrc-auth", "npm/yarn registry credential in .npmrc (_authToken=, _auth=, _password=)",
-     "(?i)_(?:authtoken|auth|password)\\s*=\\s*[\"']?([^\\s\"']{8,4096})",
-     {"_authtoken", "_auth", "_password"}, 0, CB_GATE_PLACEHOLDER, 0},
+     "(?<![A-Za-z0-9_])_(?:authToken|auth|password)\\s*=\\s*[\"']?([^\\s\"']{8,4096})",
+     {"_authToken", "_auth", "_password"}, 0, CB_GATE_PLACEHOLDER, C},
     {"pypi-token", "PyPI upload token (pypi-AgE...)",
      "pypi-AgE[A-Za-z0-9_-]{50,300}", {"pypi-AgE"}, 0, CB_GATE_NONE, B | C},
     /* ---- structural ----------------------------------------------------- */
