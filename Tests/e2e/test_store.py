@@ -237,3 +237,38 @@ def test_unwritable_state_directory(tmp_path):
     f.write_text("x")
     code, err = run_serve("--state-dir", str(f / "state"))
     assert code != 0 and "cannot create state directory" in err, err
+
+
+def _mount_tmpfs(path, size):
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", path],
+                          capture_output=True).returncode == 0
+
+
+def test_full_disk_is_an_error_on_the_call_and_the_server_keeps_serving(spawn, tmp_path):
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if not _mount_tmpfs(str(mnt), "320k"):
+        pytest.skip("needs permission to mount a tmpfs (a real full disk)")
+    try:
+        c = spawn("--state-dir", str(mnt))
+        answered, err = [], None
+        for i in range(200):
+            try:
+                answered.append(c.request("message.send", {"sessionId": "s", "text": f"{i}:" + "x" * 16_000})["id"])
+            except RPCFailure as e:
+                err = e
+                break
+        assert err is not None, "the disk never filled up"
+        assert err.code == -32050 and err.data["kind"] == "diskFull", err
+        assert "full" in err.data["reason"]
+        assert answered, "nothing fit before the disk was full"
+        # Still serving: reads work, and small writes fail cleanly or succeed, never crash.
+        assert [m["id"] for m in c.request("outbox.list", {"limit": 1000})["messages"]] == answered
+        subprocess.run(["mount", "-o", "remount,size=8m", str(mnt)], check=True)
+        more = c.request("message.send", {"sessionId": "s", "text": "after freeing space"})["id"]
+        c.kill()
+        c = spawn("--state-dir", str(mnt))
+        assert [m["id"] for m in c.request("outbox.list", {"limit": 1000})["messages"]] == answered + [more]
+        c.kill()
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)])
