@@ -121,6 +121,32 @@ public final class TimeoutScheduler {
         return installed(rc, id, body)
     }
 
+    /// Receives the token of every timeout scheduled with `schedule(afterMs:token:)`.
+    /// Set it once; tokens let hot paths (thousands of approvals or retries)
+    /// schedule without allocating a closure per timeout: the C side keeps the
+    /// token in its per-timeout data and Swift keeps nothing.
+    public var onToken: ((UInt64) -> Void)?
+
+    /// Calls `onToken(token)` once, `ms` from now or later. No allocation.
+    @discardableResult
+    public func schedule(afterMs ms: UInt64, token: UInt64) -> Handle {
+        var id: cb_timeout_id = 0
+        let rc = cb_timeouts_schedule(c, ms, tokenTrampoline, UnsafeMutableRawPointer(bitPattern: UInt(token)), &id)
+        precondition(rc == 0, "cb_timeouts_schedule: \(String(cString: cb_strerror(rc)))")
+        return Handle(rawValue: id)
+    }
+
+    /// Calls `onToken(token)` once when the clock reaches `deadlineMs`.
+    @discardableResult
+    public func schedule(atMs deadlineMs: UInt64, token: UInt64) -> Handle {
+        var id: cb_timeout_id = 0
+        let rc = cb_timeouts_schedule_at(c, deadlineMs, tokenTrampoline, UnsafeMutableRawPointer(bitPattern: UInt(token)), &id)
+        precondition(rc == 0, "cb_timeouts_schedule: \(String(cString: cb_strerror(rc)))")
+        return Handle(rawValue: id)
+    }
+
+    fileprivate func fireToken(_ token: UInt64) { onToken?(token) }
+
     private func installed(_ rc: Int32, _ id: cb_timeout_id, _ body: @escaping () -> Void) -> Handle {
         // Only allocation failure (or > 4G pending) can fail: like Array, trap.
         precondition(rc == 0, "cb_timeouts_schedule: \(String(cString: cb_strerror(rc)))")
@@ -158,8 +184,9 @@ public final class TimeoutScheduler {
     @discardableResult
     public func cancel(_ h: Handle) -> Bool {
         guard cb_timeouts_cancel(c, h.rawValue) == 0 else { return false }
-        // A successful cancel proves the slot is below bodiesCount.
-        bodies[Int(truncatingIfNeeded: UInt32(truncatingIfNeeded: h.rawValue))] = nil
+        // Token timeouts may sit in slots the table never grew to.
+        let slot = Int(truncatingIfNeeded: UInt32(truncatingIfNeeded: h.rawValue))
+        if slot < bodiesCount { bodies[slot] = nil }
         return true
     }
 
@@ -221,4 +248,10 @@ private let timeoutTrampoline: cb_timeout_fn = { t, id, _ in
     // Strong for the call: the body may drop the last other reference.
     let scheduler = Unmanaged<TimeoutScheduler>.fromOpaque(data).takeUnretainedValue()
     scheduler.fire(id)
+}
+
+private let tokenTrampoline: cb_timeout_fn = { t, _, data in
+    guard let t, let owner = cb_timeouts_get_data(t) else { return }
+    let scheduler = Unmanaged<TimeoutScheduler>.fromOpaque(owner).takeUnretainedValue()
+    scheduler.fireToken(UInt64(UInt(bitPattern: data)))
 }

@@ -43,11 +43,12 @@ struct TimeBench: ParsableCommand {
         }
         var rows: [Row] = []
         rows.append(best { benchCTokens(delays, order) })
+        rows.append(best { benchSwiftTokens(delays, order) })
         rows.append(best { benchSwiftClosures(delays, order) })
         rows.append(best { benchUVTimers(delays, order) })
         rows.append(benchDispatch(Array(delays.prefix(dispatchCount))))
 
-        let base = rows[2]
+        let base = rows[3]
         func pad(_ s: String, _ n: Int) -> String { s.count >= n ? s : s + String(repeating: " ", count: n - s.count) }
         print(pad("", 44) + "schedule M/s   vs uv   cancel M/s   vs uv   bytes/pending")
         for r in rows {
@@ -83,6 +84,24 @@ struct TimeBench: ParsableCommand {
         cb_timeouts_close(t)
         return Row(name: "cb_timeouts (C, token per timeout)", schedule: Double(delays.count) / s,
                    cancel: Double(delays.count) / c, bytes: bytes, note: "heap+slots incl. growth slack")
+    }
+
+    // MARK: - TimeoutScheduler, token per timeout (no closure allocation)
+
+    func benchSwiftTokens(_ delays: [UInt64], _ order: [Int]) -> Row {
+        let loop = EventLoop()
+        let s = TimeoutScheduler(loop: loop)
+        var sink: UInt64 = 0
+        s.onToken = { sink &+= $0 }
+        var handles: [TimeoutScheduler.Handle] = []
+        handles.reserveCapacity(delays.count)
+        let st = seconds { for i in 0..<delays.count { handles.append(s.schedule(afterMs: delays[i], token: UInt64(i))) } }
+        let m = s.memoryBytes
+        let ct = seconds { for i in order { s.cancel(handles[i]) } }
+        precondition(s.pendingCount == 0 && sink == 0)
+        return Row(name: "TimeoutScheduler (Swift, token per timeout)", schedule: Double(delays.count) / st,
+                   cancel: Double(delays.count) / ct, bytes: Double(m.c + m.swiftTable) / Double(delays.count),
+                   note: "C arrays only; nothing per timeout on the Swift side")
     }
 
     // MARK: - TimeoutScheduler (Swift closure per timeout)

@@ -188,6 +188,23 @@ struct TimeoutSchedulerTests {
         #expect(s.pendingCount == 0)
     }
 
+    @Test("token timeouts mix with closure timeouts in one order")
+    func tokens() throws {
+        let s = TimeoutScheduler()
+        var log: [String] = []
+        s.onToken = { log.append("t\($0)") }
+        s.schedule(afterMs: 20, token: 2)
+        s.schedule(afterMs: 10) { log.append("c10") }
+        let t3 = s.schedule(afterMs: 15, token: 3)
+        s.schedule(afterMs: 10, token: .max)
+        #expect(s.cancel(t3))
+        #expect(!s.cancel(t3))
+        // A closure timeout reusing the cancelled token's slot still works.
+        s.schedule(afterMs: 30) { log.append("c30") }
+        try s.advance(byMs: 100)
+        #expect(log == ["c10", "t\(UInt64.max)", "t2", "c30"])
+    }
+
     @Test("memory per pending timeout at the C level stays within 64 bytes")
     func memoryBudget() {
         let s = TimeoutScheduler()
