@@ -9,6 +9,7 @@
 #include "cb_rpc.h"
 #include "cb_conn.h"
 #include "cb_signal.h"
+#include "cb_deadline.h"
 #include "cb_store.h"
 #include "cb_elapsed.h"
 #include "cb_timeouts.h"

@@ -205,6 +205,25 @@ public final class RPCEndpoint {
         signals = s
     }
 
+    /// Runs `body` once after `ms` milliseconds (the timer does not keep the
+    /// loop alive). Returns a cancel function.
+    @discardableResult
+    public func after(ms: UInt64, _ body: @escaping () -> Void) -> () -> Void {
+        let box = Unmanaged.passRetained(DeadlineBox(body))
+        var d: OpaquePointer?
+        cb_deadline_start(loop.uv, ms, { data in
+            guard let data else { return }
+            Unmanaged<DeadlineBox>.fromOpaque(data).takeUnretainedValue().fire()
+        }, box.toOpaque(), &d)
+        var done = false
+        return {
+            guard !done else { return }
+            done = true
+            cb_deadline_cancel(d)
+            box.release()
+        }
+    }
+
     public struct Counters: Sendable {
         public var messages, answeredInC, dispatched, errors: UInt64
     }
@@ -226,6 +245,12 @@ public final class RPCEndpoint {
         c.onClosed = nil
         then?()
     }
+}
+
+private final class DeadlineBox {
+    var body: (() -> Void)?
+    init(_ body: @escaping () -> Void) { self.body = body }
+    func fire() { let b = body; body = nil; b?() }
 }
 
 public struct TransportError: Error, CustomStringConvertible {

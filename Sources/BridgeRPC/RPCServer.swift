@@ -52,6 +52,12 @@ public final class RPCServer {
             else { conn.close() }
         }
         endpoint.onSignal = { [unowned self] sig in
+            if self.stopping {
+                // a second signal: the user does not want to wait for the flush
+                Log.warn("second signal while stopping: exiting without flushing")
+                self.finishStop()
+                return
+            }
             self.stop(exitCode: 0, reason: sig == 15 ? "SIGTERM" : "SIGINT")
         }
         env.broadcast = { [unowned self] method, params in self.broadcast(method, params) }
@@ -79,7 +85,13 @@ public final class RPCServer {
         InProcessClient(server: self, connection: endpoint.openInMemory())
     }
 
-    /// Stops serving: flush every connection, run the exit hooks, stop the loop.
+    /// How long `stop` waits for peers to take their queued output.
+    public var flushTimeoutMs: UInt64 = 5000
+    private var finished = false
+
+    /// Stops serving: flush every connection (for at most `flushTimeoutMs`: a
+    /// peer that never reads cannot hold the process), run the exit hooks,
+    /// stop the loop.
     public func stop(exitCode code: Int32, reason: String) {
         guard !stopping else { return }
         stopping = true
@@ -87,17 +99,24 @@ public final class RPCServer {
         phase = .stopped
         Log.debug("stopping (\(reason)), exit code \(code)")
         var open = endpoint.allConnections.count
-        let finish = { [env] in
-            for hook in env.onExit { hook() }
-            env.loop.stop()
+        if open == 0 { finishStop(); return }
+        let cancel = endpoint.after(ms: flushTimeoutMs) { [weak self] in
+            Log.warn("output not taken by the client within \(self?.flushTimeoutMs ?? 0) ms; exiting anyway")
+            self?.finishStop()
         }
-        if open == 0 { finish(); return }
         for c in endpoint.allConnections {
-            c.close {
+            c.close { [weak self] in
                 open -= 1
-                if open == 0 { finish() }
+                if open == 0 { cancel(); self?.finishStop() }
             }
         }
+    }
+
+    private func finishStop() {
+        guard !finished else { return }
+        finished = true
+        for hook in env.onExit { hook() }
+        env.loop.stop()
     }
 
     // MARK: dispatch

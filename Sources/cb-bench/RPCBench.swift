@@ -64,7 +64,9 @@ struct RPCBench: ParsableCommand {
         print("in-process (no pipes, InProcessClient):")
         for (name, make, initFirst) in [("ping (C)", ping, false), ("debug.echo (Swift)", echoReq, true)] {
             let loop = EventLoop()
-            let env = ServerEnvironment(loop: loop, options: ServerOptions())
+            var options = ServerOptions()
+            options.ephemeral = true
+            let env = ServerEnvironment(loop: loop, options: options)
             let srv = try RPCServer(env: env)
             let client = srv.makeInProcessClient()
             if initFirst { _ = client.send(initialize) }

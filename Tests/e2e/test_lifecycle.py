@@ -98,3 +98,55 @@ def test_stdout_carries_protocol_only(spawn):
 def test_device_id_is_accepted(raw_server):
     r = raw_server.initialize(deviceId="iphone-1")
     validate_result("initialize", r)
+
+
+def _stuffed_server():
+    """A server whose client wrote many requests and reads nothing."""
+    p = subprocess.Popen([conftest_binary(), "serve", "--ephemeral"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    import os
+    import threading
+    os.set_blocking(p.stdin.fileno(), False)
+    req = b'{"jsonrpc":"2.0","id":1,"method":"rpc.discover"}\n' * 100
+    import time
+    deadline = time.time() + 10
+    stalled = 0
+    while time.time() < deadline and stalled < 20:
+        try:
+            p.stdin.write(req)
+            stalled = 0
+        except BlockingIOError:
+            stalled += 1
+            time.sleep(0.05)
+    return p
+
+
+def conftest_binary():
+    from conftest import binary
+    return binary()
+
+
+def test_sigterm_with_a_client_that_never_reads_still_exits():
+    p = _stuffed_server()
+    try:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=20) == 0  # gives up flushing after 5 s
+        assert b"not taken by the client" in p.stderr.read()
+    finally:
+        if p.poll() is None:
+            p.kill()
+
+
+def test_second_signal_exits_without_waiting():
+    import time
+    p = _stuffed_server()
+    try:
+        p.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        t = time.time()
+        p.send_signal(signal.SIGINT)
+        assert p.wait(timeout=20) == 0
+        assert time.time() - t < 4
+    finally:
+        if p.poll() is None:
+            p.kill()
