@@ -18,6 +18,10 @@ struct Serve: ParsableCommand {
         after shutdown, else 1). EOF on stdin, SIGTERM or SIGINT flush pending output \
         and exit 0. 'rpc.discover' returns the OpenRPC document.
 
+        A client that stops reading its replies: once 4 MiB of replies are queued \
+        the server stops reading that client's input until the queue drains below \
+        1 MiB, so memory stays bounded.
+
         Example:
           echo '{"jsonrpc":"2.0","id":1,"method":"ping"}' | codingbridge serve
         """

@@ -149,3 +149,11 @@ def test_batch_over_lsp(lsp_server):
 def test_errors_are_well_formed(server):
     r = server.call("foobar", id=5)
     validate_error(r["error"])
+
+
+def test_rpc_discover_is_exactly_the_spec_file(raw_server):
+    import os
+    from conftest import SPEC_PATH
+    with open(SPEC_PATH, encoding="utf-8") as f:
+        on_disk = json.load(f)
+    assert raw_server.request("rpc.discover") == on_disk  # embedded at build time, fresh
