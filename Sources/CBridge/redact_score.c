@@ -24,7 +24,16 @@ double cb_redact_entropy(const char *s, size_t len) {
 
 /* Case-insensitive substring test on a value already folded to lowercase. */
 static int has_sub(const char *folded, size_t len, const char *needle) {
-    return memmem(folded, len, needle, strlen(needle)) != NULL;
+    /* Values are short (<= 256 bytes): memchr for the first byte beats
+     * memmem's setup cost here. */
+    size_t m = strlen(needle);
+    if (m == 0 || m > len) return m == 0;
+    const char *p = folded, *end = folded + len - m + 1;
+    while (p < end && (p = memchr(p, needle[0], (size_t)(end - p))) != NULL) {
+        if (memcmp(p, needle, m) == 0) return 1;
+        p++;
+    }
+    return 0;
 }
 
 static int starts(const char *s, size_t len, const char *p) {
@@ -93,8 +102,6 @@ int cb_redact_is_path(const char *s, size_t len) {
 
 int cb_redact_looks_random(const char *s, size_t len) {
     if (len < 12) return 0;
-    if (cb_redact_is_placeholder(s, len) || cb_redact_is_path(s, len)) return 0;
-    if (memmem(s, len, "://", 3)) return 0; /* a URL: url-credentials judges those */
     size_t lower = 0, upper = 0, digit = 0, other = 0;
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
@@ -108,9 +115,29 @@ int cb_redact_looks_random(const char *s, size_t len) {
     if (digit == 0 || lower + upper == 0) return 0;
     /* Mostly punctuation or spaces: prose, a date, a version list. */
     if (other * 4 > len) return 0;
+    /* Identifiers are words and numbers joined by separators (prod-db-2024,
+     * us-east-1, build_42); generated secrets mix letters and digits inside
+     * one run (a8Qm3kP1). Require one such mixed run. */
+    int mixed = 0, seg_l = 0, seg_d = 0;
+    for (size_t i = 0; i <= len && !mixed; i++) {
+        unsigned char c = i < len ? (unsigned char)s[i] : 0;
+        int l = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'), d = c >= '0' && c <= '9';
+        if (l || d) {
+            seg_l |= l;
+            seg_d |= d;
+        } else {
+            mixed = seg_l && seg_d;
+            seg_l = seg_d = 0;
+        }
+    }
+    if (!mixed) return 0;
     double h = cb_redact_entropy(s, len);
     /* A random string over [A-Za-z0-9] of length n has an entropy close to
      * log2(min(n, 62)); require most of it (12 chars: ~3.3, 20+: ~3.6). */
     double need = len >= 20 ? 3.4 : 3.0;
-    return h >= need;
+    if (h < need) return 0;
+    /* Last, the costlier judgements on what passed the cheap ones. */
+    if (cb_redact_is_placeholder(s, len) || cb_redact_is_path(s, len)) return 0;
+    if (memmem(s, len, "://", 3)) return 0; /* a URL: url-credentials judges those */
+    return 1;
 }

@@ -214,7 +214,8 @@ let ruleCases: [RuleCase] = {
             ["token = get_token()", "key: value", "tokenizer = bert-base-uncased", "secret_name = prod-db-credentials",
              "token_url = https://oauth2.googleapis.com/token", "API_KEY=$API_KEY", "key: <your-key>",
              "secret: \"{{ .Values.secret }}\"", "token = os.environ[\"TOKEN\"]", "monkey=" + F.s(F.alnum, 20),
-             "max_tokens: 4096", "auth: true", "keyboard_layout = qwerty-us"])
+             "max_tokens: 4096", "auth: true", "keyboard_layout = qwerty-us", "secret_name = prod-db-2024",
+             "region_key = us-east-1", "token_expiry = 2026-11-22T10:00:00Z", "cache_key: build_42_release"])
     }
     return c
 }()
