@@ -80,3 +80,19 @@ def test_methods_are_in_the_spec_with_their_errors(server):
     refs = [e.get("$ref", "") for e in names["debug.advanceClock"]["errors"]]
     assert "#/components/errors/ManualClockDisabled" in refs
     assert doc["components"]["errors"]["ManualClockDisabled"]["code"] == -32040
+
+
+def test_advance_clock_fires_an_approval_timeout_exactly_at_60s(server):
+    """The 60 s approval timeout runs on the scheduler: nothing fires at
+    59.999 s, it fires at 60 s, and its effects are sent before the
+    advanceClock answer (same stream, so they are already received)."""
+    base = {"sessionId": "s1", "projectName": "MyApp", "projectPath": "~/code/MyApp"}
+    server.request("agent.event", {**base, "type": "task_started"})
+    server.request("agent.event", {**base, "type": "approval_request", "requestId": "r1",
+                                   "toolName": "Bash", "input": {"command": "npm test"}})
+    assert server.request("debug.advanceClock", {"ms": 59_999})["fired"] == 0
+    assert not [n for n in server.notifications if n["method"] == "approval.resolved"]
+    r = server.request("debug.advanceClock", {"ms": 1})
+    assert r["fired"] >= 1 and r["now"] == 60_000
+    resolved = [n["params"] for n in server.notifications if n["method"] == "approval.resolved"]
+    assert [p["requestId"] for p in resolved] == ["r1"]
