@@ -332,3 +332,17 @@ extension Array {
         stride(from: 0, to: count, by: n).map { self[$0..<Swift.min($0 + n, count)] }
     }
 }
+
+@Suite("Off-loop work for large redactions")
+struct LoopWorkTests {
+    @Test("runOffLoop runs the work on the thread pool and delivers the result on the loop")
+    func offLoop() {
+        let loop = EventLoop()
+        let big = String(repeating: "ok line\n", count: 100_000) + "API_KEY=\(Fake.s(Fake.alnum, 24))\n"
+        var got: String?
+        loop.runOffLoop({ Redactor.builtIn.redact(big).text }) { got = $0 }
+        #expect(got == nil) // not run inline
+        loop.run()
+        #expect(got?.hasSuffix("API_KEY=[REDACTED]\n") == true)
+    }
+}

@@ -10,27 +10,37 @@ extension MethodTable {
         // text comes back. showDetails: true gives the redacted text cut to 200
         // characters. Findings are always reported, with UTF-8 byte offsets
         // into the input text.
-        on("redact") { p, _ in
+        // Texts above this size are redacted on libuv's thread pool so the
+        // loop keeps serving (a 16 MiB message takes tens of milliseconds).
+        let offLoopBytes = 256 << 10
+        onAsync("redact") { p, _, reply in
             let text: String = try p.required("text")
             let mode = try p.oneOf("mode", ["full", "lockScreen"], default: "full")
             let labels: Bool = try p.optional("labels") ?? false
             let showDetails: Bool = try p.optional("showDetails") ?? false
             let redactor = env.redactor
-            let out: String, findings: [RedactionFinding], truncated: Bool
-            if mode == "lockScreen" {
-                (out, findings, truncated) = redactor.lockScreen(text, showDetails: showDetails, labels: labels)
-            } else {
-                (out, findings) = redactor.redact(text, labels: labels)
-                truncated = false
+            let work = { () -> JSON in
+                let out: String, findings: [RedactionFinding], truncated: Bool
+                if mode == "lockScreen" {
+                    (out, findings, truncated) = redactor.lockScreen(text, showDetails: showDetails, labels: labels)
+                } else {
+                    (out, findings) = redactor.redact(text, labels: labels)
+                    truncated = false
+                }
+                return [
+                    "text": .string(out),
+                    "findings": .array(findings.map {
+                        ["ruleId": .string($0.ruleId), "start": .int(Int64($0.start)), "end": .int(Int64($0.end))]
+                    }),
+                    "truncated": .bool(truncated),
+                    "failSafe": .bool(findings.contains { $0.failSafe }),
+                ]
             }
-            return [
-                "text": .string(out),
-                "findings": .array(findings.map {
-                    ["ruleId": .string($0.ruleId), "start": .int(Int64($0.start)), "end": .int(Int64($0.end))]
-                }),
-                "truncated": .bool(truncated),
-                "failSafe": .bool(findings.contains { $0.failSafe }),
-            ]
+            if text.utf8.count < offLoopBytes {
+                reply(.success(work()))
+            } else {
+                env.loop.runOffLoop(work) { reply(.success($0)) }
+            }
         }
 
         // {} -> {rules: [{id, description, builtIn}], jit}
