@@ -121,7 +121,7 @@ extension Engine {
             startActivity(sid, now: now, into: &effects)
         } else if let a = state.activity {
             // Locale or privacy changed what the activity shows.
-            refreshActivity(a.sessionId, now: now, into: &effects)
+            refreshActivity(a.sessionId, now: now, force: true, into: &effects)
         }
         lowPowerCheck(now: now, into: &effects)
     }

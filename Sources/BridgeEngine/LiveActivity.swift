@@ -135,8 +135,15 @@ extension Engine {
     }
 
     /// Sends an update if the activity belongs to `sessionId` and what it shows changed.
-    mutating func refreshActivity(_ sessionId: String, now: Millis, into effects: inout [Effect]) {
+    mutating func refreshActivity(_ sessionId: String, now: Millis, force: Bool = false, into effects: inout [Effect]) {
         guard let a = state.activity, a.sessionId == sessionId, let s = state.sessions[sessionId] else { return }
+        // Cheap check first: rendering strings for every tool call of a busy
+        // session would dominate the engine's cost. (Settings changes force a
+        // full comparison: privacy and locale change the text, not the state.)
+        let o = a.content
+        if !force, o.status == s.status, o.operation == s.operation, o.progress == s.progress, o.message == s.message,
+           o.startedAt == s.startedAt, o.projectPath == s.projectPath,
+           o.approval?.requestId == s.pendingApprovals.last?.requestId, o.projectName == displayName(s) { return }
         let c = activityContent(for: s, now: now)
         guard !c.sameState(as: a.content) else { return }
         state.activity!.content = c

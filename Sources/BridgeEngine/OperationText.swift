@@ -47,16 +47,24 @@ public enum OperationText {
         ["golangci-lint"], ["rubocop"], ["swift-format"],
     ]
 
+    /// Words that may precede a command inside one shell line.
+    private static let prefixes: Set<Substring> = ["&&", "||", ";", "|", "sudo", "npx", "time", "exec", "env"]
+
     public static func key(forCommand command: String) -> String {
         // Each `&&`/`;`/`|` part is checked; the most significant kind wins.
-        let words = command.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).map(String.init)
+        let words = command.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" })
+        // Indexes where a command starts: the beginning, after a separator or
+        // a prefix word, or after VAR=value assignments.
+        var starts: [Int] = []
+        for i in words.indices where i == 0 || prefixes.contains(words[i - 1]) || words[i - 1].contains("=") {
+            starts.append(i)
+        }
         func has(_ seqs: [[String]]) -> Bool {
-            for seq in seqs where words.count >= seq.count {
-                for start in 0...(words.count - seq.count) {
-                    // A sequence starts a command: at the beginning or after a separator or env/sudo.
-                    let atStart = start == 0 || ["&&", "||", ";", "|", "sudo", "npx", "time"].contains(words[start - 1])
-                        || words[start - 1].contains("=")
-                    if atStart, Array(words[start..<start + seq.count]) == seq { return true }
+            for start in starts {
+                for seq in seqs where start + seq.count <= words.count {
+                    var k = 0
+                    while k < seq.count && words[start + k] == seq[k] { k += 1 }
+                    if k == seq.count { return true }
                 }
             }
             return false
@@ -65,7 +73,7 @@ public enum OperationText {
         if has(installWords) { return "operation.installing" }
         if has(lintWords) { return "operation.linting" }
         if has(buildWords) { return "operation.building" }
-        if words.first == "git" { return "operation.git" }
+        if starts.contains(where: { words[$0] == "git" }) { return "operation.git" }
         return "operation.running_command"
     }
 }

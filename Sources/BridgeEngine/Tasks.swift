@@ -18,8 +18,12 @@ extension Engine {
 
         case .toolUse(let tool):
             let op = strings[OperationText.key(for: tool)]
+            // session.changed is for status-level changes (state, progress,
+            // pending requests, message); a new operation line alone reaches
+            // the person through the Live Activity (and session.get), so a
+            // burst of tool calls does not flood the app.
             let changed = withSession(e.sessionId, now: now) { s -> Bool in
-                let changed = s.run != .running || s.operation != op || s.message != nil
+                let changed = s.run != .running || s.message != nil
                 s.operation = op
                 s.message = nil
                 return changed
@@ -31,9 +35,13 @@ extension Engine {
             refreshActivity(e.sessionId, now: now, into: &effects)
 
         case .progress(let todos):
-            withSession(e.sessionId, now: now) { s in s.progress = TodoProgress(todos: todos) }
+            let p = TodoProgress(todos: todos)
+            let changed = withSession(e.sessionId, now: now) { s -> Bool in
+                defer { s.progress = p }
+                return s.progress != p || s.run != .running
+            }
             if state.sessions[e.sessionId]!.run != .running { startTask(e.sessionId, now: now, keepOperation: true) }
-            effects.append(.sessionChanged(sessionId: e.sessionId))
+            if changed { effects.append(.sessionChanged(sessionId: e.sessionId)) }
             if state.activity == nil { startActivity(e.sessionId, now: now, into: &effects) }
             refreshActivity(e.sessionId, now: now, into: &effects)
 
