@@ -1,2 +1,2 @@
 import ArgumentParser
-@main struct CBBench: ParsableCommand { static let configuration = CommandConfiguration(commandName: "cb-bench", abstract: "Benchmarks", subcommands: [RPCBench.self, TimeBench.self, RedactBench.self]) }
+@main struct CBBench: ParsableCommand { static let configuration = CommandConfiguration(commandName: "cb-bench", abstract: "Benchmarks", subcommands: [StoreBench.self, RPCBench.self, TimeBench.self, EngineBench.self, RedactBench.self]) }
