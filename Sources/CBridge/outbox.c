@@ -73,21 +73,6 @@ int cb_outbox_enqueue(cb_store_t *s, const char *session_id, const char *kind,
     int rc = cb_store_begin(s);
     if (rc) return rc;
     sqlite3_stmt *st;
-    if (idem_key) {
-        /* Inside the turn's transaction, so a repeat in the same burst finds
-         * the first one too. */
-        if (!(st = cb_store_stmt(s, ST_OB_BY_IDEM))) return CB_ESTORE;
-        sqlite3_bind_text(st, 1, idem_key, -1, SQLITE_STATIC);
-        rc = sqlite3_step(st);
-        if (rc == SQLITE_ROW) {
-            *id_out = sqlite3_column_int64(st, 0);
-            *existed = 1;
-            sqlite3_reset(st);
-            return 0;
-        }
-        sqlite3_reset(st);
-        if (rc != SQLITE_DONE) return cb_store_sqlite_fail(s, rc, "looking up the idempotency key");
-    }
     if (!(st = cb_store_stmt(s, ST_OB_INSERT))) return CB_ESTORE;
     sqlite3_bind_text(st, 1, session_id, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, kind, -1, SQLITE_STATIC);
@@ -97,6 +82,19 @@ int cb_outbox_enqueue(cb_store_t *s, const char *session_id, const char *kind,
     sqlite3_bind_int64(st, 6, now_ms);
     sqlite3_bind_int64(st, 7, expires_ms > 0 ? expires_ms : 0);
     if ((rc = step_done(s, st, "enqueueing a message"))) return rc;
+    if (idem_key && sqlite3_changes(s->db) == 0) {
+        /* The key was used before (maybe earlier in this same turn: we are
+         * inside its transaction, so that one is found too). */
+        if (!(st = cb_store_stmt(s, ST_OB_BY_IDEM))) return CB_ESTORE;
+        sqlite3_bind_text(st, 1, idem_key, -1, SQLITE_STATIC);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) *id_out = sqlite3_column_int64(st, 0);
+        sqlite3_reset(st);
+        if (rc != SQLITE_ROW) return cb_store_sqlite_fail(s, rc == SQLITE_DONE ? SQLITE_INTERNAL : rc,
+                                                          "looking up the idempotency key");
+        *existed = 1;
+        return 0;
+    }
     *id_out = sqlite3_last_insert_rowid(s->db);
     return 0;
 }
@@ -119,24 +117,30 @@ int cb_outbox_get(cb_store_t *s, int64_t id, cb_outbox_visit_cb cb, void *data) 
     return cb_store_sqlite_fail(s, rc, "reading a message");
 }
 
+/* The WHERE condition for a status mask. Exactly "pending" becomes
+ * `status < 2`, which the partial index outbox_pending answers by itself
+ * (count(*) over a million queued messages reads no table rows). */
 static void status_list(char *out, size_t n, unsigned mask) {
     size_t len = 0;
     out[0] = 0;
+    if ((mask & 31u) == 3u) { snprintf(out, n, "status < 2"); return; }
+    len = (size_t)snprintf(out, n, "status IN (");
+    int any = 0;
     for (int i = 0; i <= CB_OUTBOX_EXPIRED; i++)
-        if (mask & (1u << i)) len += (size_t)snprintf(out + len, n - len, "%s%d", len ? "," : "", i);
-    if (!len) snprintf(out, n, "-1");
+        if (mask & (1u << i)) len += (size_t)snprintf(out + len, n - len, "%s%d", any++ ? "," : "", i);
+    snprintf(out + len, n - len, "%s)", any ? "" : "-1");
 }
 
 int cb_outbox_list(cb_store_t *s, const char *session_id, unsigned status_mask,
                    int64_t after_id, int limit, cb_outbox_visit_cb cb, void *data) {
     if (!s->db) return cb_store_fail(s, CB_STORE_FAULT_INTERNAL, CB_ECLOSED, "store is not open");
-    char statuses[32], q[512];
+    char statuses[64], q[512];
     status_list(statuses, sizeof statuses, status_mask);
     /* Pending-only listings by session read the partial index. */
     int pending_only = (status_mask & ~3u) == 0;
     snprintf(q, sizeof q,
              "SELECT id, session_id, kind, payload, idem_key, status, attempts, max_attempts, created_ms, "
-             "next_attempt_ms, expires_ms, last_error FROM outbox WHERE %s status IN (%s) AND id > ?1 %s "
+             "next_attempt_ms, expires_ms, last_error FROM outbox WHERE %s %s AND id > ?1 %s "
              "ORDER BY id LIMIT ?3",
              pending_only ? "status < 2 AND" : "", statuses, session_id ? "AND session_id = ?2" : "");
     sqlite3_stmt *st = NULL;
@@ -156,9 +160,9 @@ int cb_outbox_list(cb_store_t *s, const char *session_id, unsigned status_mask,
 
 int64_t cb_outbox_count(cb_store_t *s, unsigned status_mask) {
     if (!s->db) return cb_store_fail(s, CB_STORE_FAULT_INTERNAL, CB_ECLOSED, "store is not open");
-    char statuses[32], q[256];
+    char statuses[64], q[256];
     status_list(statuses, sizeof statuses, status_mask);
-    snprintf(q, sizeof q, "SELECT count(*) FROM outbox WHERE %s status IN (%s)",
+    snprintf(q, sizeof q, "SELECT count(*) FROM outbox WHERE %s %s",
              (status_mask & ~3u) == 0 ? "status < 2 AND" : "", statuses);
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(s->db, q, -1, &st, NULL);

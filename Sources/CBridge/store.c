@@ -33,6 +33,8 @@ static const char *const migrations[CB_STORE_SCHEMA_VERSION] = {
      * session never scan the delivered history. */
     "CREATE INDEX outbox_pending ON outbox(session_id, id) WHERE status < 2;"
     "CREATE UNIQUE INDEX outbox_idem ON outbox(idem_key) WHERE idem_key IS NOT NULL;"
+    /* Requeueing in-flight deliveries at start-up must not scan a million rows. */
+    "CREATE INDEX outbox_inflight ON outbox(id) WHERE status = 1;"
     "CREATE TABLE drafts(session_id TEXT PRIMARY KEY, text TEXT NOT NULL,"
     "  updated_ms INTEGER NOT NULL) WITHOUT ROWID;"
     "CREATE TABLE kv(ns TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL,"

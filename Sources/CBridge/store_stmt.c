@@ -7,7 +7,10 @@
 
 static const char *const sql[ST_COUNT] = {
     [ST_OB_INSERT] = "INSERT INTO outbox(session_id, kind, payload, idem_key, max_attempts, created_ms, "
-                     "next_attempt_ms, expires_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)",
+                     "next_attempt_ms, expires_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7) "
+                     /* A repeated idempotency key inserts nothing (changes() == 0): one
+                      * index probe in the common case instead of a lookup first. */
+                     "ON CONFLICT(idem_key) WHERE idem_key IS NOT NULL DO NOTHING",
     [ST_OB_BY_IDEM] = "SELECT id FROM outbox WHERE idem_key = ?1",
     [ST_OB_GET] = "SELECT " OB_COLS " FROM outbox WHERE id = ?1",
     [ST_OB_STATUS] = "SELECT status FROM outbox WHERE id = ?1",

@@ -41,6 +41,9 @@ struct StoreBench: ParsableCommand {
         defer { if dir == nil { _ = try? FileManager.default.removeItem(atPath: root) } }
         print("cb-bench store: SQLite \(String(cString: sqlite3_libversion())) WAL, synchronous=FULL (every commit fsyncs the WAL)")
         print("  files under \(root) (\(fsName(root)))")
+        if let load = try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8) {
+            print("  load average \(load.split(separator: " ").prefix(3).joined(separator: " ")) on \(ProcessInfo.processInfo.activeProcessorCount) cores (a shared machine: fsync and CPU figures vary between runs)")
+        }
         print("")
 
         let text = "Please run the test suite again and fix whatever fails" // a typical message
@@ -89,13 +92,11 @@ struct StoreBench: ParsableCommand {
 
         // 2. Cost per save as the queue grows: the seeds' JSON rewrite vs one SQLite commit.
         print("Cost of persisting one new message with N already queued (per save; the seeds rewrite the whole file)")
-        print(String(format: "%-9@ %16@ %18@ %18@ %14@ %14@", "queued" as NSString, "JSON rewrite" as NSString,
-                     "JSON rewrite+fsync" as NSString, "SQLite enqueue" as NSString, "vs JSON+fsync" as NSString,
-                     "JSON load" as NSString))
+        print("queued       JSON rewrite  JSON rewrite+fsync   SQLite enqueue  vs JSON+fsync     JSON load")
         for n in [1_000, 10_000, 100_000] {
             let j = try seedsJSON(root: root, queued: n, text: text)
             let s = try sqliteAt(root: root + "/at\(n)", queued: n, text: text)
-            print(String(format: "%-9d %13.3f ms %15.3f ms %15.3f ms %13.0fx %11.1f ms", n, j.save * 1e3, j.saveSync * 1e3,
+            print(String(format: "%-9d %12.3f ms %16.3f ms %13.3f ms %13.0fx %10.1f ms", n, j.save * 1e3, j.saveSync * 1e3,
                          s * 1e3, j.saveSync / s, j.load * 1e3))
         }
         print("  (JSON: JSONEncoder + Data.write as in MessageQueuePersistence.save(); '+fsync' adds the fsync that")
@@ -119,9 +120,12 @@ struct StoreBench: ParsableCommand {
         }
         let t0 = Self.now()
         let store = try Store(directory: rdir)
+        let tOpen = Self.now()
         let requeued = try store.requeueInflight(nowMs: 0)
         try store.commit()
+        let tRequeue = Self.now()
         let pending = try store.count()
+        let tCount = Self.now()
         let next = try store.nextDueMs()
         let firstPage = try store.messages(limit: 100)
         let recovery = Self.now() - t0
@@ -129,8 +133,11 @@ struct StoreBench: ParsableCommand {
         let due = try store.takeDue(nowMs: Int64(recoveryCount), ackDeadlineMs: Int64(recoveryCount) + 30_000)
         let takeTime = Self.now() - t1
         print("Start-up recovery")
-        print(row("open + migrate check + requeue + count", String(format: "%10.1f ms", recovery * 1e3),
+        print(row("open + requeue + count + first page", String(format: "%10.1f ms", recovery * 1e3),
                   "\(pending) queued (\(requeued) requeued), next due \(next.map(String.init) ?? "-"), first page \(firstPage.count)"))
+        print(row("  of which: open (lock, header, schema)", String(format: "%10.1f ms", (tOpen - t0) * 1e3),
+                  String(format: "requeue in-flight %.1f ms, count(*) %.1f ms (a full scan of the pending index)",
+                         (tRequeue - tOpen) * 1e3, (tCount - tRequeue) * 1e3)))
         print(row("first delivery pass (16 sessions)", String(format: "%10.2f ms", takeTime * 1e3), "\(due.count) handed out"))
         let bytes = (try? FileManager.default.attributesOfItem(atPath: rdir + "/codingbridge.db")[.size] as? Int) ?? 0
         print(row("database size", String(format: "%10.1f MB", Double(bytes) / 1e6), "\(recoveryCount) messages"))
