@@ -18,6 +18,7 @@ typedef struct cb_static_s {
 typedef struct {
     cb_conn_t *conn;
     size_t n, pending;
+    size_t bytes; /* reply bytes so far; capped so one batch cannot amplify without bound */
     cb_buf_t slots[];
 } cb_batch_t;
 
@@ -119,9 +120,26 @@ static cb_buf_t *target(cb_conn_t *c, cb_batch_t *b, size_t slot) {
     return &c->scratch;
 }
 
-static void emit(cb_conn_t *c, cb_batch_t *b) {
-    if (b) batch_fill(b);
-    else cb_conn_send(c, c->scratch.p, c->scratch.len);
+/* Sends a single reply, or records a batch member's. A batch's replies are
+ * capped at the message size limit in total: members past it get -32603
+ * instead of their result (a 16 MiB batch of rpc.discover calls would
+ * otherwise ask for gigabytes). */
+static void emit(cb_conn_t *c, cb_batch_t *b, size_t slot, json_t *id) {
+    if (!b) {
+        cb_conn_send(c, c->scratch.p, c->scratch.len);
+        return;
+    }
+    size_t cap = c->rpc->limits.max_message_bytes;
+    if (b->bytes + b->slots[slot].len > cap) {
+        b->slots[slot].len = 0;
+        json_t *data = json_pack("{s:s, s:I}", "reason", "the batch's replies exceed the size limit; send fewer requests per batch",
+                                 "limit", (json_int_t)cap);
+        cb_jsonrpc_write_error(&b->slots[slot], id, CB_JSONRPC_INTERNAL_ERROR, "Internal error", data);
+        json_decref(data);
+        c->rpc->errors++;
+    }
+    b->bytes += b->slots[slot].len;
+    batch_fill(b);
 }
 
 static void reply_error(cb_conn_t *c, cb_batch_t *b, size_t slot, json_t *id, int code,
@@ -129,7 +147,7 @@ static void reply_error(cb_conn_t *c, cb_batch_t *b, size_t slot, json_t *id, in
     c->rpc->errors++;
     cb_jsonrpc_write_error(target(c, b, slot), id, code, message, data);
     json_decref(data);
-    emit(c, b);
+    emit(c, b, slot, id);
 }
 
 static void handle_one(cb_conn_t *c, json_t *v, cb_batch_t *b, size_t slot) {
@@ -160,7 +178,7 @@ static void handle_one(cb_conn_t *c, json_t *v, cb_batch_t *b, size_t slot) {
         if (s) {
             rpc->c_answered++;
             cb_jsonrpc_write_result_raw(target(c, b, slot), m.id, s->raw, s->raw_len);
-            emit(c, b);
+            emit(c, b, slot, m.id);
             return;
         }
         cb_req_t *r = malloc(sizeof *r);
@@ -241,14 +259,12 @@ void cb_req_result(cb_req_t *r, json_t *result) {
     cb_conn_t *c = r->conn;
     if (!c->closed) {
         cb_buf_t *t = target(c, r->batch, r->slot);
-        if (cb_jsonrpc_write_result(t, r->id, result) == 0) {
-            emit(c, r->batch);
-        } else {
+        if (cb_jsonrpc_write_result(t, r->id, result) != 0) {
             c->rpc->errors++;
             t->len = 0;
             cb_jsonrpc_write_error(t, r->id, CB_JSONRPC_INTERNAL_ERROR, "Internal error", NULL);
-            emit(c, r->batch);
         }
+        emit(c, r->batch, r->slot, r->id);
     } else if (r->batch) {
         batch_fill(r->batch);
     }
@@ -261,7 +277,7 @@ void cb_req_error(cb_req_t *r, int code, const char *message, json_t *data) {
     if (!c->closed) {
         c->rpc->errors++;
         cb_jsonrpc_write_error(target(c, r->batch, r->slot), r->id, code, message, data);
-        emit(c, r->batch);
+        emit(c, r->batch, r->slot, r->id);
     } else if (r->batch) {
         batch_fill(r->batch);
     }

@@ -259,3 +259,21 @@ def test_writer_that_never_reads_keeps_memory_bounded():
     finally:
         if p.poll() is None:
             p.kill()
+
+
+def test_batch_reply_is_capped(spawn):
+    """A small batch must not be able to demand an unbounded reply: replies of
+    one batch are capped at the message size limit; members past it get -32603."""
+    c = spawn("--ephemeral", "--max-message-bytes", "200000")
+    doc_size = len(json.dumps(c.request("rpc.discover")))
+    n = 200000 // doc_size + 3
+    c.send([{"jsonrpc": "2.0", "id": i, "method": "rpc.discover"} for i in range(n)] +
+           [{"jsonrpc": "2.0", "id": "last", "method": "ping"}])
+    r = c.recv(timeout=20)
+    assert isinstance(r, list) and len(r) == n + 1
+    ok = [e for e in r if "result" in e]
+    capped = [e for e in r if "error" in e]
+    assert capped and all(e["error"]["code"] == -32603 and e["error"]["data"]["limit"] == 200000 for e in capped)
+    assert sum(len(json.dumps(e)) for e in r) < 200000 + 200 * len(r)
+    assert len(ok) >= 1
+    still_serving(c)
