@@ -272,3 +272,24 @@ def test_full_disk_is_an_error_on_the_call_and_the_server_keeps_serving(spawn, t
         c.kill()
     finally:
         subprocess.run(["umount", "-l", str(mnt)])
+
+
+def test_read_only_state_directory_is_a_clear_startup_error(spawn, tmp_path):
+    mnt = tmp_path / "ro"
+    mnt.mkdir()
+    if not _mount_tmpfs(str(mnt), "4m"):
+        pytest.skip("needs permission to mount a tmpfs (a real read-only file system)")
+    try:
+        c = spawn("--state-dir", str(mnt / "state"))
+        c.request("message.send", {"sessionId": "s", "text": "written before ro"})
+        c.close_stdin()
+        assert c.wait() == 0
+        subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
+        code, err = run_serve("--state-dir", str(mnt / "state"))
+        assert code == 2 and "is not writable" in err and "Read-only file system" in err, err
+        subprocess.run(["mount", "-o", "remount,rw", str(mnt)], check=True)
+        c = spawn("--state-dir", str(mnt / "state"))
+        assert [m["payload"]["text"] for m in c.request("outbox.list", {})["messages"]] == ["written before ro"]
+        c.kill()
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)])
