@@ -133,22 +133,32 @@ public final class Redactor: @unchecked Sendable {
     /// Redacts `text`: secrets become "[REDACTED]" ("[REDACTED:<rule-id>]" with
     /// `labels`). Text without secrets is returned as is, without a copy.
     public func redact(_ text: String, labels: Bool = false) -> (text: String, findings: [RedactionFinding]) {
-        var copy = text
-        // withUTF8 reads the native contiguous storage (no copy for native strings).
-        let r: (String?, [RedactionFinding]) = copy.withUTF8 { buf in
-            var res = cb_redact_result_t()
-            defer { cb_redact_result_free(&res) }
-            let opts = labels ? UInt32(CB_REDACT_LABELS) : 0
-            let base = UnsafeRawPointer(buf.baseAddress)?.assumingMemoryBound(to: CChar.self)
-            guard cb_redact_run(rules, base, buf.count, opts, &res) == 0 else {
-                // Out of memory: show nothing rather than the unredacted input.
-                return ("[REDACTED]", [RedactionFinding(ruleId: "internal-error", start: 0, end: buf.count, failSafe: true)])
-            }
-            guard let t = res.text else { return (nil, []) }
-            let out = String(decoding: UnsafeRawBufferPointer(start: t, count: res.len), as: UTF8.self)
-            return (out, findingsOf(res, base: 0))
+        // Native strings expose their UTF-8 storage directly: no copy in.
+        if let r = text.utf8.withContiguousStorageIfAvailable({ redactUTF8($0, labels: labels) }) {
+            return (r.0 ?? text, r.1)
         }
+        var copy = text
+        let r = copy.withUTF8 { redactUTF8($0, labels: labels) }
         return (r.0 ?? text, r.1)
+    }
+
+    private func redactUTF8(_ buf: UnsafeBufferPointer<UInt8>, labels: Bool) -> (String?, [RedactionFinding]) {
+        var res = cb_redact_result_t()
+        let opts = labels ? UInt32(CB_REDACT_LABELS) : 0
+        let base = UnsafeRawPointer(buf.baseAddress)?.assumingMemoryBound(to: CChar.self)
+        let rc = cb_redact_run(rules, base, buf.count, opts, &res)
+        // Clean text (the common case): nothing was allocated, nothing to free or build.
+        if rc == 0 && res.nfindings == 0 && res.findings == nil && res.buf == nil && res.md == nil && res.skip == nil {
+            return (nil, [])
+        }
+        defer { cb_redact_result_free(&res) }
+        guard rc == 0 else {
+            // Out of memory: show nothing rather than the unredacted input.
+            return ("[REDACTED]", [RedactionFinding(ruleId: "internal-error", start: 0, end: buf.count, failSafe: true)])
+        }
+        guard let t = res.text else { return (nil, []) }
+        let out = String(decoding: UnsafeRawBufferPointer(start: t, count: res.len), as: UTF8.self)
+        return (out, findingsOf(res, base: 0))
     }
 
     /// The redacted text only (what the engine's `EngineServices.redact` wants).

@@ -370,6 +370,17 @@ static inline int is_alnum(unsigned char x) {
 static inline int is_upper(unsigned char x) { return x >= 'A' && x <= 'Z'; }
 static inline int is_lower(unsigned char x) { return x >= 'a' && x <= 'z'; }
 
+/* The prefix every "name = value" rule needs: name bytes, an optional
+ * (escaped) quote, blanks, then ':' or '='. */
+static int assign_follows(const unsigned char *u, size_t n, size_t j) {
+    size_t lim = j + 64 < n ? j + 64 : n;
+    while (j < lim && (is_alnum(u[j]) || u[j] == '_' || u[j] == '.' || u[j] == '-')) j++;
+    if (j < n && u[j] == '\\') j++;
+    if (j < n && (u[j] == '"' || u[j] == '\'')) j++;
+    while (j < n && (u[j] == ' ' || u[j] == '\t' || u[j] == '\r' || u[j] == '\n')) j++;
+    return j < n && (u[j] == ':' || u[j] == '=');
+}
+
 /* All triggers starting at byte i. */
 static int at_position(struct call *c, size_t i) {
     const struct cb_redact_rules *rs = c->rs;
@@ -393,6 +404,7 @@ static int at_position(struct call *c, size_t i) {
             int caps = !(r->flags & CB_TRIG_CASE) && is_upper(p) && is_upper(q); /* APIKEY */
             if (!hump && !caps) continue;
         }
+        if ((r->flags & CB_TRIG_ASSIGN) && !assign_follows(u, c->n, i + t->len)) continue;
         int rc = prepare(c);
         if (rc) return rc;
         if (c->res->skip[t->rule] > start) continue; /* inside this rule's last match */

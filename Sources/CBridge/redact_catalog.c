@@ -20,6 +20,7 @@
 
 #define B CB_TRIG_BOUNDARY
 #define C CB_TRIG_CASE
+#define A CB_TRIG_ASSIGN
 
 const cb_redact_rule_def cb_redact_catalog[] = {
     /* ---- cloud ---------------------------------------------------------- */
@@ -29,10 +30,10 @@ const cb_redact_rule_def cb_redact_catalog[] = {
     {"aws-secret-access-key", "AWS secret access key next to its key name",
      "(?i)(?:aws" NAME_TAIL "(?:secret|sak)" NAME_TAIL "|secret_?access_?key)" ASSIGN QUOTE_OPT
      "([A-Za-z0-9/+]{40})" TOKEN_END("[A-Za-z0-9/+=]"),
-     {"aws", "secretaccesskey", "secret_access_key"}, 0, CB_GATE_PLACEHOLDER, B},
+     {"aws", "secretaccesskey", "secret_access_key"}, 0, CB_GATE_PLACEHOLDER, B | A},
     {"aws-session-token", "AWS session token next to its key name",
      "(?i)(?:aws_session_token|sessiontoken|x-amz-security-token)" ASSIGN QUOTE_OPT "([A-Za-z0-9/+=]{100,4096})",
-     {"aws_session_token", "sessiontoken", "x-amz-security-token"}, 0, CB_GATE_NONE, B},
+     {"aws_session_token", "sessiontoken", "x-amz-security-token"}, 0, CB_GATE_NONE, B | A},
     {"gcp-api-key", "Google/GCP API key (AIza...)",
      "AIza[0-9A-Za-z_-]{35}" TOKEN_END("[0-9A-Za-z_-]"), {"AIza"}, 0, CB_GATE_NONE, B | C},
     {"google-oauth-client-secret", "Google OAuth client secret (GOCSPX-)",
@@ -44,9 +45,9 @@ const cb_redact_rule_def cb_redact_catalog[] = {
     {"gcp-service-account-key-id", "GCP service account JSON private_key_id",
      "\"private_key_id\"\\s*:\\s*\"([0-9a-f]{40})\"", {"\"private_key_id\""}, 0, CB_GATE_NONE, C},
     {"azure-storage-account-key", "Azure storage account key (AccountKey=...==)",
-     "(?i)accountkey\\s*=\\s*([A-Za-z0-9+/]{86}==)", {"accountkey"}, 0, CB_GATE_NONE, B},
+     "(?i)accountkey\\s*=\\s*([A-Za-z0-9+/]{86}==)", {"accountkey"}, 0, CB_GATE_NONE, B | A},
     {"azure-shared-access-key", "Azure Service Bus/Event Hubs SharedAccessKey",
-     "(?i)sharedaccesskey\\s*=\\s*([A-Za-z0-9+/]{20,120}=*)", {"sharedaccesskey"}, 0, CB_GATE_PLACEHOLDER, B},
+     "(?i)sharedaccesskey\\s*=\\s*([A-Za-z0-9+/]{20,120}=*)", {"sharedaccesskey"}, 0, CB_GATE_PLACEHOLDER, B | A},
     {"azure-sas-signature", "Azure SAS token signature (sig= in a URL query)",
      "(?<=[?&])sig=([A-Za-z0-9%+/]{30,200}(?:%3D|=){0,2})", {"sig="}, 0, CB_GATE_NONE, C},
     {"azure-ad-client-secret", "Azure AD (Entra) client secret (xxx8Q~...)",
@@ -101,7 +102,7 @@ const cb_redact_rule_def cb_redact_catalog[] = {
      "SK[0-9a-fA-F]{32}" TOKEN_END("[0-9A-Za-z]"), {"SK"}, 0, CB_GATE_NONE, B | C},
     {"twilio-auth-token", "Twilio auth token next to a twilio key name",
      "(?i)twilio" NAME_TAIL "(?:auth|token|secret)" NAME_TAIL ASSIGN QUOTE_OPT "([0-9a-f]{32})" TOKEN_END("[0-9A-Za-z]"),
-     {"twilio"}, 0, CB_GATE_NONE, B},
+     {"twilio"}, 0, CB_GATE_NONE, B | A},
     {"sendgrid-api-key", "SendGrid API key (SG.xxx.yyy)",
      "SG\\.[A-Za-z0-9_-]{22}\\.[A-Za-z0-9_-]{43}" TOKEN_END("[A-Za-z0-9_-]"), {"SG."}, 0, CB_GATE_NONE, B | C},
     {"mailgun-api-key", "Mailgun API key (key- + 32 hex)",
@@ -114,7 +115,7 @@ const cb_redact_rule_def cb_redact_catalog[] = {
     {"discord-bot-token", "Discord bot token next to a discord key name",
      "(?i)discord" NAME_TAIL "(?:token|bot|secret)" NAME_TAIL ASSIGN QUOTE_OPT
      "((?-i)[MNO][A-Za-z0-9_-]{23,27}\\.[A-Za-z0-9_-]{6}\\.[A-Za-z0-9_-]{27,40})",
-     {"discord"}, 0, CB_GATE_NONE, B},
+     {"discord"}, 0, CB_GATE_NONE, B | A},
     {"discord-webhook-url", "Discord webhook URL token",
      "discord(?:app)?\\.com/api/webhooks/[0-9]{5,30}/([A-Za-z0-9_-]{30,100})",
      {"discord.com/api/webhooks/", "discordapp.com/api/webhooks/"}, 0, CB_GATE_NONE, 0},
@@ -166,7 +167,7 @@ const cb_redact_rule_def cb_redact_catalog[] = {
      "npm_[A-Za-z0-9]{36}" TOKEN_END("[A-Za-z0-9]"), {"npm_"}, 0, CB_GATE_NONE, B | C},
     {"npmrc-auth", "npm/yarn registry credential in .npmrc (_authToken=, _auth=, _password=)",
      "(?<![A-Za-z0-9_])_(?:authToken|auth|password)\\s*=\\s*[\"']?([^\\s\"']{8,4096})",
-     {"_authToken", "_auth", "_password"}, 0, CB_GATE_PLACEHOLDER, C},
+     {"_authToken", "_auth", "_password"}, 0, CB_GATE_PLACEHOLDER, C | A},
     {"pypi-token", "PyPI upload token (pypi-AgE...)",
      "pypi-AgE[A-Za-z0-9_-]{50,300}", {"pypi-AgE"}, 0, CB_GATE_NONE, B | C},
     /* ---- structural ----------------------------------------------------- */
@@ -189,29 +190,29 @@ const cb_redact_rule_def cb_redact_catalog[] = {
      "(?i)(?:proxy-)?authorization\\\\?[\"']?\\s*[:=]\\s*\\\\?[\"']?"
      "(?:(?:bearer|basic|token|bot|apikey|api-key|sso-key|dpop|key|digest|negotiate|ntlm|aws4-hmac-sha256)[ \\t]+)?"
      "([^\\s\"'\\\\]{6,4096})",
-     {"authorization"}, 0, CB_GATE_PASSWORD, B},
+     {"authorization"}, 0, CB_GATE_PASSWORD, B | A},
     {"bearer-token", "Bearer token anywhere (Bearer <token>)",
      "(?i)bearer[ \\t]+([A-Za-z0-9._~+/-]{16,4096}=*)", {"bearer"}, 0, CB_GATE_PLACEHOLDER, B},
     {"api-key-header", "API key headers (X-Api-Key, X-Auth-Token, Private-Token, ...)",
      "(?i)(?:x-api-key|x-auth-token|private-token|x-goog-api-key|ocp-apim-subscription-key|x-access-token)"
      "\\\\?[\"']?\\s*[:=]\\s*\\\\?[\"']?([^\\s\"',;\\\\]{6,4096})",
      {"x-api-key", "x-auth-token", "private-token", "x-goog-api-key", "ocp-apim-subscription-key",
-      "x-access-token"}, 0, CB_GATE_PASSWORD, B},
+      "x-access-token"}, 0, CB_GATE_PASSWORD, B | A},
     {"curl-user-password", "curl -u / --user user:password",
      "(?<![\\w-])(?:-u[ \\t]*|--user(?:[ \\t]+|=))[\"']?[^\\s:\"']{1,128}:([^\\s\"']{1,256})",
      {"-u", "--user"}, 0, CB_GATE_PLACEHOLDER, C},
     {"connection-string-password", "Password=/Pwd= inside a ;-separated connection string",
-     "(?i)(?<=;|; )(?:password|pwd)\\s*=\\s*([^;\"'\\r\\n]{1,256})", {"password", "pwd"}, 0, CB_GATE_PLACEHOLDER, 0},
+     "(?i)(?<=;|; )(?:password|pwd)\\s*=\\s*([^;\"'\\r\\n]{1,256})", {"password", "pwd"}, 0, CB_GATE_PLACEHOLDER, A},
     {"cli-secret-flag", "Secret passed as a command-line flag (--password x, --api-key=x)",
      "--(?:[A-Za-z0-9]+[-_])*(?i:api[-_]?key|access[-_]?key|secret(?:[-_]key)?|client[-_]secret|token"
      "|auth[-_]token|password|passwd|pass)(?:=|[ \\t]+)" VALUE("1"),
      {"--"}, 0, CB_GATE_PASSWORD, 0},
     {"generic-password", "password/passwd/pwd/passphrase assignment (env, JSON, YAML)",
      "(?i)(?:password|passwd|passphrase|pwd)" NAME_TAIL ASSIGN VALUE("1"),
-     {"password", "passwd", "passphrase", "pwd"}, 0, CB_GATE_PASSWORD, B},
+     {"password", "passwd", "passphrase", "pwd"}, 0, CB_GATE_PASSWORD, B | A},
     {"generic-secret", "key/secret/token/auth/credential assignment whose value looks random",
      "(?i)(?:key|secret|token|auth|cred)" NAME_TAIL ASSIGN VALUE("8"),
-     {"key", "secret", "token", "auth", "cred"}, 0, CB_GATE_RANDOM, B},
+     {"key", "secret", "token", "auth", "cred"}, 0, CB_GATE_RANDOM, B | A},
 };
 
 const size_t cb_redact_catalog_count = sizeof cb_redact_catalog / sizeof cb_redact_catalog[0];

@@ -16,6 +16,11 @@ enum cb_redact_gate {
 #define CB_TRIG_BOUNDARY 0x2u /* the match must not start inside a word
                                  (a camelCase hump like apiKey is a boundary) */
 
+#define CB_TRIG_ASSIGN   0x4u /* "name = value" rules: the regex runs only if, after
+                                 the trigger, up to 64 name bytes, an optional
+                                 quote and spaces, a ':' or '=' follows (a cheap C
+                                 check that skips prose like "token refreshed") */
+
 #define CB_REDACT_MAX_TRIGGERS 8
 
 typedef struct cb_redact_rule_def {

@@ -37,39 +37,38 @@ struct RedactBench: ParsableCommand {
         let perRule = try PerRuleRedactor()
         let ours = Redactor.builtIn
 
-        // Notification workload: calls/s.
-        func callsPerSecond(_ body: (String) -> Int) -> Double {
-            var best = 0.0
-            for _ in 0..<max(1, repeats) {
-                var calls = 0, sink = 0
-                let t0 = DispatchTime.now().uptimeNanoseconds
-                var elapsed = 0.0
-                repeat {
-                    for n in notes { sink &+= body(n.text) }
-                    calls += notes.count
-                    elapsed = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
-                } while elapsed < seconds
-                if sink == -1 { print(sink) }
-                best = max(best, Double(calls) / elapsed)
-            }
-            return best
+        // The machine is shared: besides wall-clock rates, report rates per
+        // second of this thread's CPU time (CLOCK_THREAD_CPUTIME_ID), which
+        // other processes do not inflate. Ratios use the CPU-time rates.
+        struct Rate { var wall = 0.0, cpu = 0.0 }
+        func cpuNow() -> Double {
+            var ts = timespec()
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+            return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
         }
-        func mbPerSecond(_ body: (String) -> Int) -> Double {
-            var best = 0.0
-            let bytes = Double(log.utf8.count)
+        func measure(units: Double, _ pass: () -> Int) -> Rate {
+            var best = Rate()
             for _ in 0..<max(1, repeats) {
                 var passes = 0, sink = 0
-                let t0 = DispatchTime.now().uptimeNanoseconds
+                let t0 = DispatchTime.now().uptimeNanoseconds, c0 = cpuNow()
                 var elapsed = 0.0
                 repeat {
-                    sink &+= body(log)
+                    sink &+= pass()
                     passes += 1
                     elapsed = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
                 } while elapsed < seconds
+                let cpu = cpuNow() - c0
                 if sink == -1 { print(sink) }
-                best = max(best, bytes * Double(passes) / elapsed / 1e6)
+                best.wall = max(best.wall, units * Double(passes) / elapsed)
+                best.cpu = max(best.cpu, units * Double(passes) / max(cpu, 1e-9))
             }
             return best
+        }
+        func callsPerSecond(_ body: (String) -> Int) -> Rate {
+            measure(units: Double(notes.count)) { var k = 0; for n in notes { k &+= body(n.text) }; return k }
+        }
+        func mbPerSecond(_ body: (String) -> Int) -> Rate {
+            measure(units: Double(log.utf8.count) / 1e6) { body(log) }
         }
 
         // Ours, C level: cb_redact_run with a reused result (no Swift strings).
@@ -98,7 +97,7 @@ struct RedactBench: ParsableCommand {
         }
         let swiftRun: (String) -> Int = { ours.redact($0).text.utf8.count }
 
-        struct Row { var name: String; var calls: Double; var mbs: Double }
+        struct Row { var name: String; var calls: Rate; var mbs: Rate }
         var rows: [Row] = []
         rows.append(Row(name: "(a) seeds: NSRegularExpression, 3 patterns/call", calls: callsPerSecond(seeds.redact), mbs: mbPerSecond(seeds.redactLog)))
         rows.append(Row(name: "(b) PCRE2 JIT, each of our \(perRule.count) rules in turn", calls: callsPerSecond(perRule.redact), mbs: mbPerSecond(perRule.redact)))
@@ -107,11 +106,12 @@ struct RedactBench: ParsableCommand {
         rows.append(Row(name: "ours, Swift Redactor.redact(String)", calls: callsPerSecond(swiftRun), mbs: mbPerSecond(swiftRun)))
 
         func pad(_ s: String, _ n: Int) -> String { s.count >= n ? s : s + String(repeating: " ", count: n - s.count) }
-        print(pad("", 50) + "   calls/s   vs (a)   vs (b)      MB/s   vs (a)   vs (b)")
+        print(pad("", 48) + "  notifications: calls/s              |  log text: MB/s")
+        print(pad("", 48) + "      wall  per CPU-s  vs(a)  vs(b)  |   wall  per CPU-s  vs(a)  vs(b)")
         for r in rows {
-            print(pad(r.name, 50) + String(format: "%10.0f %7.1fx %7.1fx %9.1f %7.1fx %7.1fx",
-                                           r.calls, r.calls / rows[0].calls, r.calls / rows[1].calls,
-                                           r.mbs, r.mbs / rows[0].mbs, r.mbs / rows[1].mbs))
+            print(pad(r.name, 48) + String(format: "%10.0f %10.0f %6.1fx %5.1fx  | %6.1f %10.1f %6.1fx %5.1fx",
+                                           r.calls.wall, r.calls.cpu, r.calls.cpu / rows[0].calls.cpu, r.calls.cpu / rows[1].calls.cpu,
+                                           r.mbs.wall, r.mbs.cpu, r.mbs.cpu / rows[0].mbs.cpu, r.mbs.cpu / rows[1].mbs.cpu))
         }
         print("targets (full catalog): >= 1,000,000 calls/s on 200-byte notifications, >= 300 MB/s on log text")
         print("")
@@ -239,18 +239,18 @@ enum Corpus {
         let sri = "sha512-" + s(alnum + "+/", 86) + "=="
         let path = "/Users/dev/projects/codingbridge/Sources/BridgeCore/NotificationSettingsView.swift"
         var notes = [
-            Note(text: "Claude wants to run: npm test -- --watch=false in /Users/dev/projects/codingbridge (notification settings tests), then build", secrets: [], harmless: []),
-            Note(text: "Edit file \(path): replace the toggle label with a localized string", secrets: [], harmless: [path]),
-            Note(text: "Task completed: 7 of 7 todos done, 213 tests passed in 41.2s; commit \(sha) pushed to origin/main", secrets: [], harmless: [sha]),
-            Note(text: "Question: should I also update the README section about background notifications and the Live Activity on the lock screen?", secrets: [], harmless: []),
-            Note(text: "Read 14 files matching **/*.swift under Sources/BridgeEngine, searching for approvalTimeout and the reminder scheduling code", secrets: [], harmless: []),
-            Note(text: "Session \(uuid) is waiting for approval: Bash(swift build -c release --product codingbridge 2>&1 | tail -n 20)", secrets: [], harmless: [uuid]),
+            Note(text: "Claude wants to run: npm test -- --watch=false in /Users/dev/projects/codingbridge (notification settings tests), then build the app and report the failures it finds", secrets: [], harmless: []),
+            Note(text: "Edit file \(path): replace the toggle label with a localized string and update the preview provider", secrets: [], harmless: [path]),
+            Note(text: "Task completed: 7 of 7 todos done, 213 tests passed in 41.2s; commit \(sha) pushed to origin/main, the pull request is ready for review", secrets: [], harmless: [sha]),
+            Note(text: "Question: should I also update the README section about background notifications and the Live Activity on the lock screen, or leave the docs for a separate change later?", secrets: [], harmless: []),
+            Note(text: "Read 14 files matching **/*.swift under Sources/BridgeEngine, searching for approvalTimeout and the reminder scheduling code paths used by the notification policy", secrets: [], harmless: []),
+            Note(text: "Session \(uuid) is waiting for approval: Bash(swift build -c release --product codingbridge 2>&1 | tail -n 20) in the project directory", secrets: [], harmless: [uuid]),
             Note(text: "Approve edit to package-lock.json: \"integrity\": \"\(sri)\" for swift-argument-parser 1.5.0", secrets: [], harmless: [sri]),
-            Note(text: "Grep for TODO and FIXME in the whole repository, excluding vendored dependencies and generated files, then summarise by directory", secrets: [], harmless: []),
+            Note(text: "Grep for TODO and FIXME in the whole repository, excluding vendored dependencies and generated files, then summarise the findings by directory and by owner", secrets: [], harmless: []),
             Note(text: "Run: curl -H 'Authorization: token \(gh)' https://api.github.com/repos/acme/app/pulls?state=open", secrets: [gh], harmless: []),
             Note(text: "Write .env: DATABASE_URL=postgres://app:\(pw)@db.internal:5432/app and AWS_ACCESS_KEY_ID=\(akia)", secrets: [pw, akia], harmless: []),
             Note(text: "Bash: SLACK_BOT_TOKEN=\(slack) OPENAI_API_KEY=\(proj) ./scripts/notify.sh", secrets: [slack, proj], harmless: []),
-            Note(text: "Running tests: swift test --filter RedactTests --parallel; 61 of 64 done, elapsed 2:45, next: BridgeRPCTests suite", secrets: [], harmless: []),
+            Note(text: "Running tests: swift test --filter RedactTests --parallel; 61 of 64 done, elapsed 2:45, next: the BridgeRPCTests suite, then the end-to-end tests over stdio", secrets: [], harmless: []),
         ]
         // Mostly clean: the clean texts appear several times for every one with secrets.
         notes += notes.filter { $0.secrets.isEmpty }
