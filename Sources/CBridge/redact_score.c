@@ -6,32 +6,66 @@
 #include "cb_redact.h"
 #include "redact_internal.h"
 #include <math.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 #include <strings.h>
 
+/* Shannon entropy without clearing a 256-entry table per call: values are
+ * short, so the counts of the bytes present are zeroed, counted and read
+ * back in three passes over the value. H = log2(n) - sum(c log2 c) / n. */
 double cb_redact_entropy(const char *s, size_t len) {
     if (len == 0) return 0;
-    unsigned counts[256] = {0};
-    for (size_t i = 0; i < len; i++) counts[(unsigned char)s[i]]++;
-    double h = 0, n = (double)len;
-    for (int c = 0; c < 256; c++) {
-        if (!counts[c]) continue;
-        double p = counts[c] / n;
-        h -= p * log2(p);
+    const unsigned char *u = (const unsigned char *)s;
+    uint32_t counts[256];
+    for (size_t i = 0; i < len; i++) counts[u[i]] = 0;
+    for (size_t i = 0; i < len; i++) counts[u[i]]++;
+    double sum = 0;
+    for (size_t i = 0; i < len; i++) {
+        uint32_t c = counts[u[i]];
+        if (c) {
+            sum += c * log2((double)c);
+            counts[u[i]] = 0; /* each distinct byte once */
+        }
     }
-    return h;
+    return log2((double)len) - sum / (double)len;
 }
 
-/* Case-insensitive substring test on a value already folded to lowercase. */
-static int has_sub(const char *folded, size_t len, const char *needle) {
-    /* Values are short (<= 256 bytes): memchr for the first byte beats
-     * memmem's setup cost here. */
-    size_t m = strlen(needle);
-    if (m == 0 || m > len) return m == 0;
-    const char *p = folded, *end = folded + len - m + 1;
-    while (p < end && (p = memchr(p, needle[0], (size_t)(end - p))) != NULL) {
-        if (memcmp(p, needle, m) == 0) return 1;
-        p++;
+/* Placeholder needles: one list, scanned in one pass over the lowercased
+ * value; a needle is compared only where the value has its first byte. */
+static const char *const needles[] = {
+    /* code that reads the secret from elsewhere */
+    "os.environ", "os.getenv", "process.env", "getenv(", "env(", "env[", "secrets.", "vault:", "keychain",
+    "ssm:", "arn:aws:secretsmanager", "[redacted", "redacted]",
+    /* documentation filler */
+    "your_", "your-", "yourapi", "your api", "changeme", "change_me", "placeholder", "example", "dummy",
+    "replace_me", "replace-me", "todo", "insert_",
+};
+#define NNEEDLES (sizeof needles / sizeof needles[0])
+
+/* needles grouped by first byte: by_first[c] lists indexes, -1 terminated. */
+static int8_t by_first[256][8];
+static pthread_once_t by_first_once = PTHREAD_ONCE_INIT;
+static void by_first_init(void) {
+    memset(by_first, -1, sizeof by_first);
+    for (size_t k = 0; k < NNEEDLES; k++) {
+        unsigned char c = (unsigned char)needles[k][0];
+        int j = 0;
+        while (by_first[c][j] >= 0) j++;
+        by_first[c][j] = (int8_t)k; /* 7 fit; at most 4 share one today */
+    }
+}
+
+static int has_needle(const char *low, size_t len) {
+    pthread_once(&by_first_once, by_first_init);
+    for (size_t i = 0; i < len; i++) {
+        const int8_t *list = by_first[(unsigned char)low[i]];
+        for (int k = 0; list[k] >= 0; k++) {
+            const char *nd = needles[list[k]];
+            size_t j = 1;
+            while (nd[j] && i + j < len && low[i + j] == nd[j]) j++;
+            if (!nd[j]) return 1;
+        }
     }
     return 0;
 }
@@ -59,11 +93,8 @@ int cb_redact_is_placeholder(const char *s, size_t len) {
     if (s[0] == '<' && s[len - 1] == '>') return 1;
     if (s[0] == '{' || s[0] == '[') return 1;
     if (starts(s, len, "%(") || starts(s, len, "#{") || starts(s, len, "@{")) return 1;
-    /* Code that reads a secret from somewhere else. */
-    static const char *refs[] = {"os.environ", "os.getenv", "process.env", "getenv(", "env(", "env[",
-                                 "secrets.", "vault:", "keychain", "ssm:", "arn:aws:secretsmanager",
-                                 "[redacted", "redacted]", NULL};
-    for (int i = 0; refs[i]; i++) if (has_sub(low, len, refs[i])) return 1;
+    /* Code that reads the secret from somewhere else; documentation filler. */
+    if (has_needle(low, len)) return 1;
     /* Masked or dummy values: ****, xxxx, ...., same character repeated. */
     size_t same = 1;
     for (size_t i = 1; i < len; i++) same += s[i] == s[0];
@@ -71,10 +102,6 @@ int cb_redact_is_placeholder(const char *s, size_t len) {
     size_t masked = 0;
     for (size_t i = 0; i < len; i++) masked += s[i] == '*' || s[i] == 'x' || s[i] == 'X' || s[i] == '.';
     if (len >= 4 && masked * 10 >= len * 8) return 1;
-    /* Documentation filler. */
-    static const char *dummies[] = {"your_", "your-", "yourapi", "your api", "changeme", "change_me", "placeholder",
-                                    "example", "dummy", "replace_me", "replace-me", "todo", "insert_", NULL};
-    for (int i = 0; dummies[i]; i++) if (has_sub(low, len, dummies[i])) return 1;
     return 0;
 }
 

@@ -252,6 +252,14 @@ enum Corpus {
             Note(text: "Bash: SLACK_BOT_TOKEN=\(slack) OPENAI_API_KEY=\(proj) ./scripts/notify.sh", secrets: [slack, proj], harmless: []),
             Note(text: "Running tests: swift test --filter RedactTests --parallel; 61 of 64 done, elapsed 2:45, next: the BridgeRPCTests suite, then the end-to-end tests over stdio", secrets: [], harmless: []),
         ]
+        // Notification bodies of about 200 bytes.
+        notes = notes.map { n in
+            var n = n
+            let tails = [" (session codingbridge-main)", " on branch feature/notifications", " in the main worktree"]
+            var k = 0
+            while n.text.utf8.count < 190 { n.text += tails[k % tails.count]; k += 1 }
+            return n
+        }
         // Mostly clean: the clean texts appear several times for every one with secrets.
         notes += notes.filter { $0.secrets.isEmpty }
         return notes
