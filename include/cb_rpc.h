@@ -61,6 +61,9 @@ void cb_rpc_handle_message(cb_conn_t *conn, const char *text, size_t len);
 /* Replies; each consumes req. result/data are stolen (may be NULL = null / absent). */
 void cb_req_result(cb_req_t *req, json_t *result);
 void cb_req_error(cb_req_t *req, int code, const char *message, json_t *data);
+/* A result already serialised as JSON text by the caller (trusted: it is
+ * spliced in verbatim). */
+void cb_req_result_raw(cb_req_t *req, const char *json, size_t len);
 /* The connection the request came in on. */
 cb_conn_t *cb_req_conn(cb_req_t *req);
 #endif

@@ -118,7 +118,11 @@ public final class RPCResponder {
     public func result(_ value: JSON) {
         guard let r = req else { return }
         req = nil
-        cb_req_result(r, value.makeJanssonValue())
+        // encoded in Swift: no intermediate jansson tree on the hot path
+        let bytes = value.encoded
+        bytes.withUnsafeBufferPointer { b in
+            b.withMemoryRebound(to: CChar.self) { cb_req_result_raw(r, $0.baseAddress, $0.count) }
+        }
     }
     public func error(code: Int, message: String, data: JSON?) {
         guard let r = req else { return }

@@ -272,6 +272,28 @@ void cb_req_result(cb_req_t *r, json_t *result) {
     req_done(r);
 }
 
+void cb_req_result_raw(cb_req_t *r, const char *json, size_t len) {
+    cb_conn_t *c = r->conn;
+    if (!c->closed) {
+        cb_buf_t *t = target(c, r->batch, r->slot);
+        size_t mark = t->len;
+        int rc = cb_buf_append(t, "{\"jsonrpc\":\"2.0\",\"id\":", 22);
+        if (!rc) rc = cb_jsonrpc_write_value(t, r->id);
+        if (!rc) rc = cb_buf_append(t, ",\"result\":", 10);
+        if (!rc) rc = cb_buf_append(t, json, len);
+        if (!rc) rc = cb_buf_append(t, "}", 1);
+        if (rc) {
+            c->rpc->errors++;
+            t->len = mark;
+            cb_jsonrpc_write_error(t, r->id, CB_JSONRPC_INTERNAL_ERROR, "Internal error", NULL);
+        }
+        emit(c, r->batch, r->slot, r->id);
+    } else if (r->batch) {
+        batch_fill(r->batch);
+    }
+    req_done(r);
+}
+
 void cb_req_error(cb_req_t *r, int code, const char *message, json_t *data) {
     cb_conn_t *c = r->conn;
     if (!c->closed) {

@@ -303,3 +303,24 @@ private func initialize(_ c: InProcessClient) {
         for b in RPCServer.builtins { #expect(names.contains(b), "\(b) missing from openrpc.json") }
     }
 }
+
+@Suite struct JSONEncodingTests {
+    @Test(arguments: [
+        JSON.null, true, false, 0, -9_223_372_036_854_775_807, 1.5, -0.25, 1e300, 0.1,
+        "", "plain", "quote\" backslash\\ slash/", "\n\r\t\u{08}\u{0C}\u{01}\u{1F}\u{7F}", "nul\u{0}inside",
+        "é ☃ 😀 \u{2028}", [], [:], [1, "a", nil, [true]], ["k\"ey": ["nested": [1, 2, ["x": "y"]]]],
+    ] as [JSON])
+    func encodingRoundTripsThroughJansson(value: JSON) {
+        let text = String(decoding: value.encoded, as: UTF8.self)
+        #expect(JSON.parse(text) == value, "\(text)")
+    }
+
+    @Test func nonFiniteDoublesBecomeNull() {
+        #expect(String(decoding: JSON.double(.nan).encoded, as: UTF8.self) == "null")
+        #expect(String(decoding: JSON.array([.double(.infinity)]).encoded, as: UTF8.self) == "[null]")
+    }
+
+    @Test func controlCharactersAreEscapedLikeJansson() {
+        #expect(String(decoding: JSON.string("\u{01}\n\"").encoded, as: UTF8.self) == "\"\\u0001\\n\\\"\"")
+    }
+}
