@@ -16,7 +16,11 @@
  *    and the output is written in one pass: no rewrite per rule.
  *  - Every match runs under match/depth/heap limits. A rule that hits a limit
  *    fails safe: everything from where it started to the end of the text is
- *    redacted (CB_REDACT_LIMIT_HIT is set), never leaked.
+ *    redacted (CB_REDACT_LIMIT_HIT is set), never leaked. PCRE2's limits
+ *    count per start position, so a custom rule (unanchored) is also run in
+ *    windows of start positions under a time budget per call (250 ms): a
+ *    pattern that is slow everywhere without ever hitting a limit fails safe
+ *    the same way instead of stalling the caller.
  *  - Matching is byte-oriented (no PCRE2_UTF): invalid UTF-8 and NUL bytes are
  *    ordinary bytes; nothing is validated or rejected.
  */
@@ -90,6 +94,7 @@ typedef struct cb_redact_result {
     char *buf;
     size_t fcap, tcap;
     void *md;            /* pcre2_match_data, created on first regex run */
+    void *cmctx;         /* match context for custom rules (offset limit) */
     size_t *skip;        /* per-rule: matched up to here already */
     size_t skipcap;
 } cb_redact_result_t;

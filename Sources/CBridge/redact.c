@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Limits on every match. Built-in patterns are linear and never come close;
  * these exist for custom rules (catastrophic backtracking) and as a backstop. */
@@ -14,6 +15,8 @@
 #define CB_REDACT_DEPTH_LIMIT 5000u     /* nested backtracking (interpreter) */
 #define CB_REDACT_HEAP_LIMIT  (32u * 1024) /* KiB of heap frames (interpreter) */
 #define CB_REDACT_MAX_PATTERN 4096      /* bytes in a custom pattern */
+#define CB_REDACT_CUSTOM_WINDOW 64      /* start positions per custom-rule match call */
+#define CB_REDACT_CUSTOM_BUDGET_NS 250000000ull /* matching time per custom rule per call */
 
 struct rule {
     char *id;
@@ -90,7 +93,7 @@ static int compile_one(const char *pat, size_t len, uint32_t opts, pcre2_code **
 
 /* Custom patterns: bytes, never UTF (so invalid UTF-8 input can't make a rule
  * error out), bounded length. */
-#define CUSTOM_OPTS (PCRE2_NEVER_UTF | PCRE2_DOLLAR_ENDONLY)
+#define CUSTOM_OPTS (PCRE2_NEVER_UTF | PCRE2_DOLLAR_ENDONLY | PCRE2_USE_OFFSET_LIMIT)
 
 int cb_redact_validate_pattern(const char *pattern, size_t len, cb_redact_compile_error *err) {
     if (!pattern) return CB_EINVAL;
@@ -279,6 +282,7 @@ void cb_redact_result_free(cb_redact_result_t *res) {
     free(res->buf);
     free(res->skip);
     pcre2_match_data_free(res->md);
+    pcre2_match_context_free(res->cmctx);
     memset(res, 0, sizeof *res);
 }
 
@@ -341,11 +345,17 @@ static int gate_ok(unsigned gate, const unsigned char *v, size_t len) {
 
 #define STOP 1 /* a fail-safe finding covers the rest of the text */
 
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* Runs rule `ri` once from `start`. Returns 0, STOP, or an error. */
-static int match_at(struct call *c, size_t ri, size_t start, size_t *next) {
+static int match_at(struct call *c, size_t ri, size_t start, size_t *next, pcre2_match_context *mctx) {
     const struct rule *r = &c->rs->rules[ri];
-    int rc = r->jit ? pcre2_jit_match(r->code, c->u, c->n, start, 0, c->md, c->rs->mctx)
-                    : pcre2_match(r->code, c->u, c->n, start, 0, c->md, c->rs->mctx);
+    int rc = r->jit ? pcre2_jit_match(r->code, c->u, c->n, start, 0, c->md, mctx)
+                    : pcre2_match(r->code, c->u, c->n, start, 0, c->md, mctx);
     if (rc == PCRE2_ERROR_NOMATCH) { *next = SIZE_MAX; return 0; }
     if (rc < 0) {
         /* Match/depth/heap/JIT-stack limit (or any other failure): we cannot
@@ -409,7 +419,7 @@ static int at_position(struct call *c, size_t i) {
         if (rc) return rc;
         if (c->res->skip[t->rule] > start) continue; /* inside this rule's last match */
         size_t next;
-        rc = match_at(c, t->rule, start, &next);
+        rc = match_at(c, t->rule, start, &next, rs->mctx);
         if (rc) return rc;
         if (next != SIZE_MAX) c->res->skip[t->rule] = next;
     }
@@ -498,15 +508,28 @@ int cb_redact_run(const cb_redact_rules_t *rs, const char *text, size_t n, unsig
             if ((bloom[h >> 6] >> (h & 63)) & 1) rc = at_position(&c, i);
         }
     }
-    /* 2. Custom rules: unanchored, over the whole text. */
+    /* 2. Custom rules: unanchored, over the whole text, a window of start
+     * positions per call (the offset limit) so the time budget is checked
+     * between calls. */
     for (size_t ri = 0; !rc && ri < rs->nrules; ri++) {
         if (rs->rules[ri].anchored) continue;
         if ((rc = prepare(&c))) break;
+        if (!res->cmctx && !(res->cmctx = pcre2_match_context_copy(rs->mctx))) { rc = CB_ENOMEM; break; }
+        pcre2_match_context *cm = res->cmctx;
+        uint64_t t0 = now_ns();
         size_t off = 0, next;
         while (off <= n) {
-            if ((rc = match_at(&c, ri, off, &next))) break;
-            if (next == SIZE_MAX) break;
-            off = next;
+            size_t lim = n - off > CB_REDACT_CUSTOM_WINDOW ? off + CB_REDACT_CUSTOM_WINDOW : n;
+            pcre2_set_offset_limit(cm, lim);
+            if ((rc = match_at(&c, ri, off, &next, cm))) break;
+            off = next == SIZE_MAX ? lim + 1 : next;
+            if (off <= n && now_ns() - t0 > CB_REDACT_CUSTOM_BUDGET_NS) {
+                /* Slow everywhere without hitting a limit: fail safe from here. */
+                if ((rc = push(&c, (uint32_t)ri, CB_REDACT_LIMIT_HIT, off, n, off, n))) break;
+                res->flags |= CB_REDACT_LIMIT_HIT;
+                rc = STOP;
+                break;
+            }
         }
     }
     if (rc < 0) return rc;

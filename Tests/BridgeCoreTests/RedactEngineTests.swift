@@ -131,6 +131,18 @@ struct RedactEngineTests {
         #expect(red.redact("API_KEY=\(Fake.s(Fake.alnum, 24))").text == "API_KEY=[REDACTED]")
     }
 
+    @Test("a custom pattern that is slow at every position without hitting a limit fails safe on its time budget")
+    func slowEverywhereFailsSafe() throws {
+        let red = try Redactor(customRules: [RedactionRuleSpec(id: "slow", pattern: "(a+)+$")], includeBuiltIns: false)
+        // Each run of 16 'a' costs ~2^16 steps per start position: under the
+        // per-match limit, but 85 kB of it would take seconds.
+        let text = String(repeating: String(repeating: "a", count: 16) + "!", count: 5000)
+        let out = red.redact(text)
+        #expect(out.findings.last?.failSafe == true)
+        #expect(out.findings.last?.end == text.utf8.count)
+        #expect(out.text.hasSuffix("[REDACTED]"))
+    }
+
     @Test("custom rules: compile errors carry PCRE2's message and offset; groups and replacements work")
     func customRules() throws {
         #expect(throws: RedactionPatternError.self) { try Redactor(customRules: [RedactionRuleSpec(id: "bad", pattern: "ab(c")]) }
