@@ -240,6 +240,10 @@ public final class InProcessClient {
         self.connection = connection
     }
 
+    /// A client that goes away closes its connection, so a fuzzer may make
+    /// one per input without the server accumulating connections.
+    deinit { connection.close() }
+
     /// Feeds raw bytes and returns everything written back so far.
     @discardableResult
     public func send(raw bytes: [UInt8]) -> [UInt8] {

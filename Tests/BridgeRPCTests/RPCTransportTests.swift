@@ -290,6 +290,16 @@ private func initialize(_ c: InProcessClient) {
         #expect(seen == "ipad")
     }
 
+    @Test func inProcessClientsDoNotAccumulate() {
+        let (server, first) = makeServer()
+        for _ in 0..<100 {
+            let c = server.makeInProcessClient()
+            _ = c.send("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n")
+        }
+        #expect(server.endpoint.allConnections.count == 1)
+        _ = first
+    }
+
     @Test func builtinsCannotBeRegisteredTwice() {
         let env = ServerEnvironment(loop: EventLoop(), options: ServerOptions())
         let t = MethodTable()
