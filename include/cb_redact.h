@@ -64,6 +64,10 @@ int cb_redact_validate_pattern(const char *pattern, size_t len, cb_redact_compil
 
 size_t cb_redact_rules_count(const cb_redact_rules_t *rules);
 const char *cb_redact_rule_id(const cb_redact_rules_t *rules, size_t i);
+/* Matching time each custom rule may spend per cb_redact_run (default 250 ms);
+ * past it the rule fails safe. Set it before sharing the set between threads. */
+void cb_redact_rules_set_time_budget(cb_redact_rules_t *rules, uint32_t ms);
+
 /* 1 when PCRE2 JIT compiled every rule of the set, else 0 (interpreter used). */
 int cb_redact_rules_jit(const cb_redact_rules_t *rules);
 

@@ -44,6 +44,7 @@ struct cb_redact_rules {
     int32_t first[1024];  /* trigger list heads by bucket() of the first two bytes */
     uint64_t bloom[(1u << 17) / 64]; /* hashed trigram set of trigger prefixes */
     pcre2_match_context *mctx; /* read-only after creation: shareable */
+    uint64_t budget_ns;        /* custom rules: matching time per call */
     uint32_t max_pairs;
     int all_jit;
 };
@@ -177,6 +178,7 @@ int cb_redact_rules_create(const cb_redact_custom_rule *custom, size_t ncustom, 
     rs->mctx = pcre2_match_context_create(NULL);
     rs->all_jit = 1;
     rs->max_pairs = 1;
+    rs->budget_ns = CB_REDACT_CUSTOM_BUDGET_NS;
     int rc = 0;
     if (!rs->rules || !rs->trigs || !rs->mctx) { rc = CB_ENOMEM; goto fail; }
     pcre2_set_match_limit(rs->mctx, CB_REDACT_MATCH_LIMIT);
@@ -185,6 +187,7 @@ int cb_redact_rules_create(const cb_redact_custom_rule *custom, size_t ncustom, 
 
     for (size_t i = 0; i < nb + ncustom; i++) {
         struct rule *r = &rs->rules[i];
+        rs->nrules = i + 1; /* from here on, a failure frees this entry too */
         const char *id, *pat;
         size_t plen;
         uint32_t opts;
@@ -239,7 +242,6 @@ int cb_redact_rules_create(const cb_redact_custom_rule *custom, size_t ncustom, 
             }
             goto fail;
         }
-        rs->nrules = i + 1;
         rs->all_jit &= r->jit;
         uint32_t cap = 0;
         pcre2_pattern_info(r->code, PCRE2_INFO_CAPTURECOUNT, &cap);
@@ -264,6 +266,10 @@ const char *cb_redact_rule_id(const cb_redact_rules_t *rs, size_t i) {
     return rs && i < rs->nrules ? rs->rules[i].id : NULL;
 }
 int cb_redact_rules_jit(const cb_redact_rules_t *rs) { return rs ? rs->all_jit : 0; }
+
+void cb_redact_rules_set_time_budget(cb_redact_rules_t *rs, uint32_t ms) {
+    if (rs) rs->budget_ns = (uint64_t)(ms ? ms : 1) * 1000000ull;
+}
 
 size_t cb_redact_builtin_count(void) { return cb_redact_catalog_count; }
 const char *cb_redact_builtin_id(size_t i) { return i < cb_redact_catalog_count ? cb_redact_catalog[i].id : NULL; }
@@ -523,7 +529,7 @@ int cb_redact_run(const cb_redact_rules_t *rs, const char *text, size_t n, unsig
             pcre2_set_offset_limit(cm, lim);
             if ((rc = match_at(&c, ri, off, &next, cm))) break;
             off = next == SIZE_MAX ? lim + 1 : next;
-            if (off <= n && now_ns() - t0 > CB_REDACT_CUSTOM_BUDGET_NS) {
+            if (off <= n && now_ns() - t0 > rs->budget_ns) {
                 /* Slow everywhere without hitting a limit: fail safe from here. */
                 if ((rc = push(&c, (uint32_t)ri, CB_REDACT_LIMIT_HIT, off, n, off, n))) break;
                 res->flags |= CB_REDACT_LIMIT_HIT;
