@@ -367,9 +367,11 @@ static int match_at(struct call *c, size_t ri, size_t start, size_t *next, pcre2
         /* Match/depth/heap/JIT-stack limit (or any other failure): we cannot
          * know what the rule would have matched, so nothing after this point
          * is shown. */
-        int e = push(c, (uint32_t)ri, CB_REDACT_LIMIT_HIT, start, c->n, start, c->n);
-        if (e) return e;
         c->res->flags |= CB_REDACT_LIMIT_HIT;
+        if (start < c->n) { /* at the very end there is nothing left to hide */
+            int e = push(c, (uint32_t)ri, CB_REDACT_LIMIT_HIT, start, c->n, start, c->n);
+            if (e) return e;
+        }
         return STOP;
     }
     PCRE2_SIZE *ov = pcre2_get_ovector_pointer(c->md);
@@ -529,7 +531,7 @@ int cb_redact_run(const cb_redact_rules_t *rs, const char *text, size_t n, unsig
             pcre2_set_offset_limit(cm, lim);
             if ((rc = match_at(&c, ri, off, &next, cm))) break;
             off = next == SIZE_MAX ? lim + 1 : next;
-            if (off <= n && now_ns() - t0 > rs->budget_ns) {
+            if (off < n && now_ns() - t0 > rs->budget_ns) {
                 /* Slow everywhere without hitting a limit: fail safe from here. */
                 if ((rc = push(&c, (uint32_t)ri, CB_REDACT_LIMIT_HIT, off, n, off, n))) break;
                 res->flags |= CB_REDACT_LIMIT_HIT;
