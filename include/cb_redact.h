@@ -50,6 +50,7 @@ typedef struct cb_redact_compile_error {
 } cb_redact_compile_error;
 
 #define CB_REDACT_NO_BUILTINS 0x1u /* cb_redact_rules_create: custom rules only */
+#define CB_REDACT_NO_JIT      0x2u /* use PCRE2's interpreter (as where JIT is unavailable) */
 
 /* Builds a rule set: the built-in catalog (unless CB_REDACT_NO_BUILTINS) plus
  * `ncustom` custom rules. On a pattern that does not compile returns CB_EINVAL

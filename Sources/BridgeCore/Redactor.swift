@@ -73,7 +73,8 @@ public final class Redactor: @unchecked Sendable {
 
     /// Compiles the built-in catalog (unless `includeBuiltIns` is false) plus
     /// `customRules`. Throws the first pattern that does not compile.
-    public init(customRules: [RedactionRuleSpec] = [], includeBuiltIns: Bool = true) throws {
+    /// `jit: false` runs PCRE2's interpreter, as on systems without JIT (tests).
+    public init(customRules: [RedactionRuleSpec] = [], includeBuiltIns: Bool = true, jit: Bool = true) throws {
         var ptr: OpaquePointer?
         var err = cb_redact_compile_error()
         // Keep C strings alive for the duration of the call.
@@ -86,7 +87,8 @@ public final class Redactor: @unchecked Sendable {
                                   replacement: reps[i])
         }
         let rc = specs.withUnsafeMutableBufferPointer { buf in
-            cb_redact_rules_create(buf.baseAddress, buf.count, includeBuiltIns ? 0 : UInt32(CB_REDACT_NO_BUILTINS),
+            cb_redact_rules_create(buf.baseAddress, buf.count,
+                                   (includeBuiltIns ? 0 : UInt32(CB_REDACT_NO_BUILTINS)) | (jit ? 0 : UInt32(CB_REDACT_NO_JIT)),
                                    &ptr, &err)
         }
         guard rc == 0, let ptr else {

@@ -75,7 +75,7 @@ static void set_error(cb_redact_compile_error *err, int code, size_t off, size_t
 }
 
 static int compile_one(const char *pat, size_t len, uint32_t opts, pcre2_code **out, int *jit, size_t idx,
-                       cb_redact_compile_error *err) {
+                       cb_redact_compile_error *err, int allow_jit) {
     int ec;
     PCRE2_SIZE eo;
     pcre2_code *code = pcre2_compile((PCRE2_SPTR)pat, len, opts, &ec, &eo, NULL);
@@ -87,7 +87,7 @@ static int compile_one(const char *pat, size_t len, uint32_t opts, pcre2_code **
     }
     /* JIT is an optimisation: where it is unavailable (platform, SELinux
      * execmem) the interpreter runs the same pattern under the same limits. */
-    *jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
+    *jit = allow_jit && pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
     *out = code;
     return 0;
 }
@@ -104,7 +104,7 @@ int cb_redact_validate_pattern(const char *pattern, size_t len, cb_redact_compil
     }
     pcre2_code *code;
     int jit;
-    int rc = compile_one(pattern, len, CUSTOM_OPTS, &code, &jit, 0, err);
+    int rc = compile_one(pattern, len, CUSTOM_OPTS, &code, &jit, 0, err, 0);
     if (rc) return rc;
     pcre2_code_free(code);
     return 0;
@@ -233,7 +233,7 @@ int cb_redact_rules_create(const cb_redact_custom_rule *custom, size_t ncustom, 
         r->id = strdup(id);
         if (!r->id) { rc = CB_ENOMEM; goto fail; }
         r->id_len = strlen(r->id);
-        rc = compile_one(pat, plen, opts, &r->code, &r->jit, i < nb ? i : i - nb, err);
+        rc = compile_one(pat, plen, opts, &r->code, &r->jit, i < nb ? i : i - nb, err, !(flags & CB_REDACT_NO_JIT));
         if (rc) {
             if (i < nb && err) { /* a catalog bug: say which rule */
                 char m[sizeof err->message];

@@ -260,6 +260,20 @@ struct RedactCatalogTests {
         }
     }
 
+    @Test("without JIT (PCRE2's interpreter, its depth/heap limits) every rule finds the same", arguments: ruleCases)
+    func interpreterFallback(_ rc: RuleCase) throws {
+        let interp = try Redactor(jit: false)
+        #expect(!interp.usesJIT)
+        for (text, _) in rc.positive {
+            let a = r.redact(text, labels: true), b = interp.redact(text, labels: true)
+            #expect(a.text == b.text && a.findings == b.findings, "\(rc.id): JIT \(a.findings) vs interpreter \(b.findings)")
+            #expect(!b.findings.contains { $0.failSafe })
+        }
+        for text in rc.negative {
+            #expect(r.redact(text).findings == interp.redact(text).findings)
+        }
+    }
+
     @Test("negative cases are left alone by the rule", arguments: ruleCases)
     func negative(_ rc: RuleCase) {
         for text in rc.negative {
