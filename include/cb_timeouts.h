@@ -1,15 +1,19 @@
 #ifndef CB_TIMEOUTS_H
 #define CB_TIMEOUTS_H
-/* Many timeouts on ONE libuv timer: an indexed 4-ary min-heap ordered by
- * (absolute deadline in ms, schedule sequence), so callbacks run in deadline
- * order and ties run first-scheduled-first.
+/* Many timeouts on ONE loop wake-up source (a timerfd on Linux, else one
+ * uv timer): an indexed 4-ary min-heap ordered by (absolute deadline,
+ * schedule sequence), so callbacks run in deadline order and ties run
+ * first-scheduled-first.
  *
- * Clocks. A SYSTEM scheduler fires from its uv timer when the loop's
- * monotonic time reaches a deadline; relative deadlines start from the precise
- * monotonic clock rounded up to the next ms (never from a stale or truncated
- * loop time), so a timeout never fires early in real time and is at most
- * ~1 ms + loop latency late. A MANUAL scheduler
- * has no timer: time moves only through cb_timeouts_advance(), which fires
+ * Clocks. A SYSTEM scheduler keeps deadlines in ns of CLOCK_MONOTONIC
+ * (uv_hrtime): a relative deadline is now + delay, taken from the precise
+ * clock (never from the loop's cached, possibly stale time), and a timeout
+ * runs only once uv_hrtime() has reached it, so it never fires early in real
+ * time. The loop wakes through a timerfd armed at the absolute deadline
+ * (Linux; lateness = wake-up latency) or a uv timer elsewhere (ms-granular:
+ * up to ~2 ms late). The API speaks ms; reported deadlines round up.
+ * A MANUAL scheduler counts ms and has no wake-up source: time moves only
+ * through cb_timeouts_advance(), which fires
  * everything due, in order, with the clock set to each timeout's deadline
  * while its callback runs (so a callback that schedules +10 ms lands inside
  * the same window when it fits). The heap and firing code are the same.

@@ -1,5 +1,16 @@
-/* Timeout scheduler: an indexed 4-ary min-heap on one uv timer. Contract in
- * include/cb_timeouts.h.
+/* Timeout scheduler: an indexed 4-ary min-heap on one loop wake-up source.
+ * Contract in include/cb_timeouts.h.
+ *
+ * Time. Heap keys are "ticks": milliseconds on a manual clock, nanoseconds of
+ * CLOCK_MONOTONIC (uv_hrtime) on the system clock. The API speaks ms; a
+ * relative deadline on the system clock is now_ns + delay exactly, so firing
+ * when uv_hrtime() >= deadline is never early and needs no rounding.
+ *
+ * Wake-up (system clock). Linux: a timerfd armed at the absolute deadline in
+ * ns, watched by a uv_poll handle, so the loop wakes at the deadline itself.
+ * Elsewhere: a uv timer, whose ms-granular poll timeout adds up to ~2 ms of
+ * lateness (ceil of the deadline to the next loop ms + the fraction of the ms
+ * at which the loop went to sleep).
  *
  * Layout, chosen for the 1M-pending case:
  *   keys[]  (deadline, seq) pairs, 16 B, the only thing comparisons touch.
@@ -22,6 +33,13 @@
 #include "cb_error.h"
 #include <stdlib.h>
 #include <string.h>
+/* CB_NO_TIMERFD builds the portable uv-timer wake-up on Linux too (tests). */
+#if defined(__linux__) && !defined(CB_NO_TIMERFD)
+#include <errno.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+#define CB_USE_TIMERFD 1
+#endif
 
 #define NONE UINT32_MAX
 #define KEY_PAD 3 /* keys = aligned base + 3 entries -> &keys[1] is 64-aligned */
@@ -39,8 +57,17 @@ typedef struct {
 } slot;
 
 struct cb_timeouts {
-    uv_timer_t timer; /* system clock only; first so the close cb finds us */
+    /* The wake-up handle (system clock only), first so the close callback
+     * can free the whole struct from the handle pointer. */
+#ifdef CB_USE_TIMERFD
+    uv_poll_t wake;
+    int tfd;
+    int polling;
+#else
+    uv_timer_t wake;
+#endif
     uv_loop_t *loop;
+    uint64_t unit; /* ticks per ms: 1 (manual) or 1e6 (system, ns) */
     cb_clock_kind clock;
     void *data;
     uint64_t manual_now;
@@ -61,6 +88,9 @@ struct cb_timeouts {
     int closing;
     size_t batch_limit;
 };
+
+static int schedule_ticks(cb_timeouts *t, uint64_t deadline, cb_timeout_fn fn, void *data,
+                          cb_timeout_id *out);
 
 static inline int key_less(hkey a, hkey b) {
     return a.deadline < b.deadline || (a.deadline == b.deadline && a.seq < b.seq);
@@ -230,33 +260,90 @@ static slot *lookup(const cb_timeouts *t, cb_timeout_id id) {
     return &t->slots[s];
 }
 
-/* ---- clock and timer ----------------------------------------------------- */
+/* ---- clock and wake-up ---------------------------------------------------- */
 
-uint64_t cb_timeouts_now(cb_timeouts *t) {
-    if (t->clock == CB_CLOCK_MANUAL) return t->manual_now;
-    uv_update_time(t->loop); /* the cached loop time may be stale */
-    return uv_now(t->loop);
+static inline uint64_t now_ticks(const cb_timeouts *t) {
+    return t->clock == CB_CLOCK_MANUAL ? t->manual_now : uv_hrtime();
+}
+static inline uint64_t ms_to_ticks(const cb_timeouts *t, uint64_t ms) {
+    return ms > UINT64_MAX / t->unit ? UINT64_MAX : ms * t->unit;
+}
+/* Rounded up: a reported deadline is never earlier than the real one. */
+static inline uint64_t ticks_to_ms(const cb_timeouts *t, uint64_t ticks) {
+    return ticks / t->unit + (ticks % t->unit != 0);
 }
 
-static void on_timer(uv_timer_t *h);
+uint64_t cb_timeouts_now(cb_timeouts *t) {
+    return t->clock == CB_CLOCK_MANUAL ? t->manual_now : uv_hrtime() / 1000000;
+}
 
-/* Keeps the uv timer armed at or before the earliest deadline. Lazy about
- * later deadlines: if the minimum moved later (cancel), the timer fires once
- * early, finds nothing due, and re-arms; that spares every cancel a libuv
- * heap operation. */
+static void on_wake(cb_timeouts *t);
+
+#ifdef CB_USE_TIMERFD
+static void on_poll(uv_poll_t *h, int status, int events) {
+    (void)status;
+    (void)events;
+    cb_timeouts *t = (cb_timeouts *)h;
+    uint64_t expirations;
+    /* Drain; EAGAIN (already drained, or re-armed meanwhile) is fine. */
+    while (read(t->tfd, &expirations, sizeof expirations) < 0 && errno == EINTR) {}
+    on_wake(t);
+}
+
+static void wake_at(cb_timeouts *t, uint64_t deadline_ns) {
+    struct itimerspec its = {{0, 0}, {0, 0}};
+    /* An all-zero it_value would disarm: a deadline at or before 0 ns is
+     * simply "now", 1 ns after the clock's epoch. */
+    if (deadline_ns == 0) deadline_ns = 1;
+    its.it_value.tv_sec = (time_t)(deadline_ns / 1000000000u);
+    its.it_value.tv_nsec = (long)(deadline_ns % 1000000000u);
+    if (deadline_ns / 1000000000u > (uint64_t)INT64_MAX / 2) its.it_value.tv_sec = (time_t)(INT64_MAX / 2);
+    timerfd_settime(t->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+    if (!t->polling) {
+        uv_poll_start(&t->wake, UV_READABLE, on_poll);
+        t->polling = 1;
+    }
+}
+
+static void wake_stop(cb_timeouts *t) {
+    /* A stopped poll handle does not keep uv_run() alive. The timerfd may
+     * still expire; the next wake_at() re-arms it (which resets it) before
+     * polling again, and a stale readiness only causes one empty wake-up. */
+    if (t->polling) {
+        uv_poll_stop(&t->wake);
+        t->polling = 0;
+    }
+}
+#else
+static void on_timer(uv_timer_t *h) { on_wake((cb_timeouts *)h); }
+
+static void wake_at(cb_timeouts *t, uint64_t deadline_ns) {
+    /* libuv decides a timer is due when loop time (floor of ms) reaches
+     * loop time at start + timeout, so aim at the deadline's ms rounded up. */
+    uint64_t due_ms = deadline_ns / 1000000 + (deadline_ns % 1000000 != 0);
+    uv_update_time(t->loop);
+    uint64_t loop_ms = uv_now(t->loop);
+    uv_timer_start(&t->wake, on_timer, due_ms > loop_ms ? due_ms - loop_ms : 0, 0);
+}
+
+static void wake_stop(cb_timeouts *t) { uv_timer_stop(&t->wake); }
+#endif
+
+/* Keeps the wake-up armed at or before the earliest deadline. Lazy about
+ * later deadlines: if the minimum moved later (cancel), the loop wakes once
+ * early, finds nothing due, and re-arms; that spares every cancel a syscall
+ * or libuv heap operation. */
 static void rearm(cb_timeouts *t) {
     if (t->clock != CB_CLOCK_SYSTEM || t->running || t->closing) return;
     if (t->n == 0) {
-        if (t->armed) {
-            uv_timer_stop(&t->timer);
-            t->armed = 0;
-        }
+        /* Also after a wake-up (armed already 0): the handle may be active. */
+        wake_stop(t);
+        t->armed = 0;
         return;
     }
     uint64_t d = t->keys[0].deadline;
     if (t->armed && t->armed_deadline <= d) return;
-    uint64_t now = uv_now(t->loop);
-    uv_timer_start(&t->timer, on_timer, d > now ? d - now : 0, 0);
+    wake_at(t, d);
     t->armed = 1;
     t->armed_deadline = d;
 }
@@ -277,10 +364,9 @@ static void fire_min(cb_timeouts *t) {
     fn(t, id, data);
 }
 
-static void on_timer(uv_timer_t *h) {
-    cb_timeouts *t = (cb_timeouts *)h;
+static void on_wake(cb_timeouts *t) {
     t->armed = 0;
-    uint64_t now = uv_now(t->loop);
+    uint64_t now = uv_hrtime();
     /* Only what was scheduled before this turn: a callback that schedules
      * with delay 0 runs next turn, after I/O, as with libuv's own timers. */
     uint64_t seq_bound = t->seq;
@@ -299,7 +385,7 @@ static void on_timer(uv_timer_t *h) {
     }
     if (fired == t->batch_limit && t->n && t->keys[0].deadline <= now) {
         /* Yield to I/O, continue on the next turn. */
-        uv_timer_start(&t->timer, on_timer, 0, 0);
+        wake_at(t, now);
         t->armed = 1;
         t->armed_deadline = now;
         return;
@@ -316,20 +402,42 @@ int cb_timeouts_new(uv_loop_t *loop, cb_clock_kind clock, cb_timeouts **out) {
     if (!t) return CB_ENOMEM;
     t->loop = loop;
     t->clock = clock;
+    t->unit = clock == CB_CLOCK_MANUAL ? 1 : 1000000;
     t->free_head = NONE;
     t->batch_limit = 4096;
     if (clock == CB_CLOCK_SYSTEM) {
-        int rc = uv_timer_init(loop, &t->timer);
+#ifdef CB_USE_TIMERFD
+        t->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+        if (t->tfd < 0) {
+            int rc = -errno;
+            free(t);
+            return rc;
+        }
+        int rc = uv_poll_init(loop, &t->wake, t->tfd);
+        if (rc) {
+            close(t->tfd);
+            free(t);
+            return rc;
+        }
+#else
+        int rc = uv_timer_init(loop, &t->wake);
         if (rc) {
             free(t);
             return rc;
         }
+#endif
     }
     *out = t;
     return 0;
 }
 
-static void on_close(uv_handle_t *h) { free(h); /* timer is the first member */ }
+static void on_close(uv_handle_t *h) {
+    cb_timeouts *t = (cb_timeouts *)h; /* the wake handle is the first member */
+#ifdef CB_USE_TIMERFD
+    close(t->tfd);
+#endif
+    free(t);
+}
 
 static void finalize(cb_timeouts *t) {
     free(t->keys_alloc);
@@ -342,7 +450,7 @@ static void finalize(cb_timeouts *t) {
     t->n = t->cap = t->ntomb = 0;
     t->nslots = t->slots_cap = 0;
     if (t->clock == CB_CLOCK_SYSTEM)
-        uv_close((uv_handle_t *)&t->timer, on_close);
+        uv_close((uv_handle_t *)&t->wake, on_close);
     else
         free(t);
 }
@@ -361,13 +469,19 @@ void cb_timeouts_set_batch_limit(cb_timeouts *t, size_t limit) { t->batch_limit 
 void cb_timeouts_set_ref(cb_timeouts *t, int ref) {
     if (t->clock != CB_CLOCK_SYSTEM) return;
     if (ref)
-        uv_ref((uv_handle_t *)&t->timer);
+        uv_ref((uv_handle_t *)&t->wake);
     else
-        uv_unref((uv_handle_t *)&t->timer);
+        uv_unref((uv_handle_t *)&t->wake);
 }
 
-int cb_timeouts_schedule_at(cb_timeouts *t, uint64_t deadline, cb_timeout_fn fn, void *data,
+int cb_timeouts_schedule_at(cb_timeouts *t, uint64_t deadline_ms, cb_timeout_fn fn, void *data,
                             cb_timeout_id *out) {
+    if (!t) return CB_EINVAL;
+    return schedule_ticks(t, ms_to_ticks(t, deadline_ms), fn, data, out);
+}
+
+static int schedule_ticks(cb_timeouts *t, uint64_t deadline, cb_timeout_fn fn, void *data,
+                          cb_timeout_id *out) {
     if (!t || !fn) return CB_EINVAL;
     if (t->closing) return CB_ECLOSED;
     if (t->n == t->cap) {
@@ -391,22 +505,14 @@ int cb_timeouts_schedule_at(cb_timeouts *t, uint64_t deadline, cb_timeout_fn fn,
     return 0;
 }
 
-/* The base for relative deadlines. System: the precise monotonic clock rounded
- * UP to the next ms. The loop's cached time can be arbitrarily stale (set
- * before a long callback, or before the loop last ran) and is truncated (and
- * may come from the coarse clock), so a deadline computed from it could fire
- * up to that much early in real time; rounding up costs at most 1 ms of
- * lateness and makes "never early" hold against the real clock. Firing
- * compares against loop time, which never runs ahead of the real clock. */
-static uint64_t deadline_base(cb_timeouts *t) {
-    if (t->clock == CB_CLOCK_MANUAL) return t->manual_now;
-    return (uv_hrtime() + 999999) / 1000000;
-}
-
+/* Relative deadlines start from the precise monotonic clock, never from the
+ * loop's cached time, which can be arbitrarily stale (set before a long
+ * callback, or before the loop last ran): a deadline computed from it would
+ * fire early in real time. */
 int cb_timeouts_schedule(cb_timeouts *t, uint64_t delay_ms, cb_timeout_fn fn, void *data,
                          cb_timeout_id *out) {
     if (!t) return CB_EINVAL;
-    return cb_timeouts_schedule_at(t, sat_add(deadline_base(t), delay_ms), fn, data, out);
+    return schedule_ticks(t, sat_add(now_ticks(t), ms_to_ticks(t, delay_ms)), fn, data, out);
 }
 
 int cb_timeouts_cancel(cb_timeouts *t, cb_timeout_id id) {
@@ -423,8 +529,7 @@ int cb_timeouts_cancel(cb_timeouts *t, cb_timeout_id id) {
     return 0;
 }
 
-int cb_timeouts_reschedule_at(cb_timeouts *t, cb_timeout_id id, uint64_t deadline) {
-    if (!t) return CB_EINVAL;
+static int reschedule_ticks(cb_timeouts *t, cb_timeout_id id, uint64_t deadline) {
     slot *sl = lookup(t, id);
     if (!sl) return CB_ENOTFOUND;
     hkey k = {deadline, t->seq++};
@@ -434,16 +539,21 @@ int cb_timeouts_reschedule_at(cb_timeouts *t, cb_timeout_id id, uint64_t deadlin
     return 0;
 }
 
+int cb_timeouts_reschedule_at(cb_timeouts *t, cb_timeout_id id, uint64_t deadline_ms) {
+    if (!t) return CB_EINVAL;
+    return reschedule_ticks(t, id, ms_to_ticks(t, deadline_ms));
+}
+
 int cb_timeouts_reschedule(cb_timeouts *t, cb_timeout_id id, uint64_t delay_ms) {
     if (!t) return CB_EINVAL;
     if (!lookup(t, id)) return CB_ENOTFOUND;
-    return cb_timeouts_reschedule_at(t, id, sat_add(deadline_base(t), delay_ms));
+    return reschedule_ticks(t, id, sat_add(now_ticks(t), ms_to_ticks(t, delay_ms)));
 }
 
 int cb_timeouts_deadline(const cb_timeouts *t, cb_timeout_id id, uint64_t *deadline) {
     const slot *sl = t ? lookup(t, id) : NULL;
     if (!sl) return CB_ENOTFOUND;
-    if (deadline) *deadline = t->keys[sl->hidx].deadline;
+    if (deadline) *deadline = ticks_to_ms(t, t->keys[sl->hidx].deadline);
     return 0;
 }
 
@@ -451,7 +561,7 @@ size_t cb_timeouts_pending(const cb_timeouts *t) { return t->n - t->ntomb; }
 
 int cb_timeouts_next_deadline(const cb_timeouts *t, uint64_t *deadline) {
     if (!t->n) return CB_ENOTFOUND;
-    if (deadline) *deadline = t->keys[0].deadline;
+    if (deadline) *deadline = ticks_to_ms(t, t->keys[0].deadline);
     return 0;
 }
 

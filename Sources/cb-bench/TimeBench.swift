@@ -190,7 +190,7 @@ struct TimeBench: ParsableCommand {
         let theirs = try lateness(useScheduler: false)
         func pad(_ s: String, _ n: Int) -> String { s.count >= n ? s : s + String(repeating: " ", count: n - s.count) }
         print(pad("", 34) + "p50 ms   p99 ms   max ms  early  echo round trips/s")
-        for (name, r) in [("TimeoutScheduler (one uv timer)", ours), ("baseline: uv_timer_t per timeout", theirs)] {
+        for (name, r) in [("TimeoutScheduler (one wake-up)", ours), ("baseline: uv_timer_t per timeout", theirs)] {
             print(pad(name, 34) + String(format: "%6.3f   %6.3f   %6.3f  %5d  %10.0f", r.p50, r.p99, r.max, r.early, r.echoPerSecond))
         }
         print(String(format: "p99 ratio vs uv_timer_t: %.2fx (target p99 <= 2 ms). \"early\" = fired before the requested delay had passed in real time.",
