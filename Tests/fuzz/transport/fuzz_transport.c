@@ -26,6 +26,7 @@ static void on_call(cb_rpc_t *rpc, cb_conn_t *c, cb_req_t *r, const char *m, siz
     /* Some methods answer later (like an approval), in a different order. */
     if (n >= 5 && !memcmp(m, "later", 5) && nheld < MAX_HELD) { held[nheld++] = r; return; }
     if (n == 4 && !memcmp(m, "echo", 4)) { cb_req_result(r, p ? json_incref(p) : NULL); return; }
+    if (n == 3 && !memcmp(m, "raw", 3)) { cb_req_result_raw(r, "[1,\"two\",{}]", 12); return; }
     cb_req_error(r, CB_JSONRPC_METHOD_NOT_FOUND, "Method not found", json_pack("{s:s%}", "method", m, n));
 }
 
@@ -129,7 +130,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         /* answer one held request midway, out of order */
         if (nheld && (off / chunk) % 3 == 2) {
             cb_req_t *r = held[--nheld];
-            cb_req_result(r, json_string("late"));
+            if (nheld & 1) cb_req_result(r, json_string("late"));
+            else cb_req_result_raw(r, "\"late raw\"", 10);
         }
     }
     cb_conn_feed_eof(c);
