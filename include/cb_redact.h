@@ -54,7 +54,8 @@ typedef struct cb_redact_compile_error {
 
 /* Builds a rule set: the built-in catalog (unless CB_REDACT_NO_BUILTINS) plus
  * `ncustom` custom rules. On a pattern that does not compile returns CB_EINVAL
- * and fills *err. Custom ids must be non-empty, <= 64 bytes of [A-Za-z0-9._-]. */
+ * and fills *err. Custom ids: 1-64 bytes, no control characters or brackets,
+ * unique (also against built-in ids). */
 int cb_redact_rules_create(const cb_redact_custom_rule *custom, size_t ncustom, unsigned flags,
                            cb_redact_rules_t **out, cb_redact_compile_error *err);
 void cb_redact_rules_free(cb_redact_rules_t *rules);

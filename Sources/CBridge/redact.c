@@ -110,14 +110,15 @@ int cb_redact_validate_pattern(const char *pattern, size_t len, cb_redact_compil
     return 0;
 }
 
+/* A rule id appears in labels ("[REDACTED:<id>]") and findings: 1-64 bytes,
+ * no control characters and no brackets (they would make a label ambiguous).
+ * Settings may use names like "Internal hosts". */
 static int valid_id(const char *id) {
     size_t n = id ? strlen(id) : 0;
     if (n == 0 || n > 64) return 0;
     for (size_t i = 0; i < n; i++) {
-        char c = id[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-              c == '_' || c == '.'))
-            return 0;
+        unsigned char c = (unsigned char)id[i];
+        if (c < 0x20 || c == 0x7f || c == '[' || c == ']') return 0;
     }
     return 1;
 }
@@ -206,7 +207,7 @@ int cb_redact_rules_create(const cb_redact_custom_rule *custom, size_t ncustom, 
             id = c->id;
             pat = c->pattern;
             if (!valid_id(id)) {
-                set_error(err, 0, 0, i - nb, "rule id must be 1-64 characters of A-Z a-z 0-9 . _ -");
+                set_error(err, 0, 0, i - nb, "rule id must be 1-64 bytes without control characters or brackets");
                 rc = CB_EINVAL;
                 goto fail;
             }

@@ -157,7 +157,10 @@ struct RedactEngineTests {
         #expect(Redactor.validate(pattern: "ticket-[0-9]{4}") == nil)
         let v = Redactor.validate(pattern: "(?<name")
         #expect(v != nil && !(v!.message.isEmpty))
-        #expect(throws: RedactionPatternError.self) { try Redactor(customRules: [RedactionRuleSpec(id: "bad id!", pattern: "x")]) }
+        #expect(throws: RedactionPatternError.self) { try Redactor(customRules: [RedactionRuleSpec(id: "bad]id", pattern: "x")]) }
+        #expect(throws: RedactionPatternError.self) { try Redactor(customRules: [RedactionRuleSpec(id: "", pattern: "x")]) }
+        let named = try Redactor(customRules: [RedactionRuleSpec(id: "Internal hosts", pattern: "db[0-9]+\\.corp")])
+        #expect(named.redact("connect db12.corp", labels: true).text == "connect [REDACTED:Internal hosts]")
         #expect(throws: RedactionPatternError.self) {
             try Redactor(customRules: [RedactionRuleSpec(id: "github-pat", pattern: "x")])
         }
