@@ -7,5 +7,6 @@ extension MethodTable {
         try registerEngine(env)
         try registerOutbox(env)
         try registerRedaction(env)
+        try registerAgents(env)
     }
 }

@@ -1,0 +1,126 @@
+import BridgeCore
+import BridgeEngine
+
+/// Claude Code hook input (the JSON a hook command reads on stdin):
+/// common fields `session_id`, `transcript_path`, `cwd`, `permission_mode`,
+/// `hook_event_name`, plus per event `prompt` (UserPromptSubmit),
+/// `tool_name`/`tool_input`/`tool_use_id` (PreToolUse, PostToolUse,
+/// PermissionRequest), `tool_response` (PostToolUse), `message`/
+/// `notification_type` (Notification), `source` (SessionStart), `reason`
+/// (SessionEnd), `stop_hook_active` (Stop, SubagentStop).
+///
+/// Mapping (the engine decides what the person sees):
+/// - UserPromptSubmit -> task_started (processing)
+/// - PreToolUse -> tool_use (operation text); TodoWrite -> progress;
+///   AskUserQuestion -> question (id = tool_use_id)
+/// - PostToolUse AskUserQuestion -> the question is answered (at the terminal)
+/// - PermissionRequest -> approval_request; the hook waits for the decision
+///   (AskUserQuestion's own prompt is left to Claude Code: it is a question)
+/// - Stop -> task_completed; SessionEnd while running -> task_completed
+/// - SessionStart, Notification, SubagentStop, PostToolUse of other tools,
+///   PreCompact and unknown events: ignored (state comes from the events above)
+public enum ClaudeHookAdapter {
+    static let source = "Claude Code hook input"
+    public static let knownEvents = ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PermissionRequest",
+                                     "Notification", "Stop", "SubagentStop", "SessionEnd", "PreCompact"]
+
+    public static func map(_ raw: JSON?, engine: Engine, ids: inout AgentIdSource) throws -> AgentMapping {
+        let o = try AgentFields.object(raw, source)
+        let event = try AgentFields.requiredString(o, "hook_event_name", source)
+        guard knownEvents.contains(event) else {
+            var m = AgentMapping(kind: event, sessionId: o["session_id"]?.stringValue)
+            m.ignore("unknown hook event '\(event)'")
+            return m
+        }
+        let sid = try AgentFields.requiredString(o, "session_id", source)
+        let cwd = try AgentFields.optionalString(o, "cwd", source)
+        _ = try AgentFields.optionalString(o, "transcript_path", source)
+        var m = AgentMapping(kind: event, sessionId: sid)
+        func add(_ k: AgentEvent.Kind) {
+            m.events.append(.agent(AgentEvent(sessionId: sid, kind: k, projectPath: cwd)))
+        }
+        func tool() throws -> (name: String, input: [String: JSON], id: String?) {
+            let name = try AgentFields.requiredString(o, "tool_name", source)
+            let input = try AgentFields.optionalObject(o, "tool_input", source) ?? [:]
+            let id = try AgentFields.optionalString(o, "tool_use_id", source)
+            return (name, input, id)
+        }
+
+        switch event {
+        case "UserPromptSubmit":
+            add(.taskStarted(prompt: try AgentFields.optionalString(o, "prompt", source)))
+
+        case "PreToolUse":
+            let t = try tool()
+            ToolCalls.map(name: t.name, input: t.input, toolUseId: t.id, sessionId: sid, projectPath: cwd, ids: &ids, into: &m)
+
+        case "PostToolUse":
+            let t = try tool()
+            let session = engine.session(sid)
+            if t.name == "AskUserQuestion", let qid = t.id,
+               session?.pendingQuestions.contains(where: { $0.questionId == qid }) == true {
+                let answers = ToolCalls.answers(from: o["tool_response"])
+                if answers.isEmpty { m.ignore("AskUserQuestion result carries no answers we can read") }
+                else { m.events.append(.questionAnswer(questionId: qid, answers: answers, deviceId: "terminal")) }
+            } else {
+                m.ignore("PostToolUse: the operation line already shows \(t.name)")
+            }
+
+        case "PermissionRequest":
+            let t = try tool()
+            if t.name == "AskUserQuestion" {
+                // A question, not a permission: the question event came with
+                // PreToolUse; Claude Code's own prompt collects the answer.
+                m.ignore("PermissionRequest for AskUserQuestion: answered in Claude Code's prompt")
+            } else {
+                let rid = ids.next("hook")
+                add(.approvalRequest(requestId: rid, tool: ToolCalls.toolUse(name: t.name, input: t.input), timeoutSeconds: nil))
+                m.approvalRequestId = rid
+            }
+
+        case "Stop":
+            _ = try AgentFields.optionalBool(o, "stop_hook_active", source)
+            add(.taskCompleted(summary: try AgentFields.optionalString(o, "last_assistant_message", source)))
+
+        case "SessionEnd":
+            let reason = try AgentFields.optionalString(o, "reason", source) ?? "other"
+            if let s = engine.session(sid), [.processing, .awaitingApproval, .awaitingAnswer].contains(s.status) {
+                add(.taskCompleted(summary: "Session ended (\(reason))"))
+            } else {
+                m.ignore("SessionEnd: the session is not running")
+            }
+
+        case "Notification":
+            _ = try AgentFields.optionalString(o, "message", source)
+            m.ignore("Notification: informational (approvals come from PermissionRequest, completion from Stop)")
+
+        case "SessionStart":
+            _ = try AgentFields.optionalString(o, "source", source)
+            m.ignore("SessionStart: the session shows once a prompt is submitted")
+
+        case "SubagentStop":
+            m.ignore("SubagentStop: the main agent is still working")
+
+        default: // PreCompact
+            m.ignore("\(event): nothing to show")
+        }
+        return m
+    }
+
+    /// What the hook prints for Claude Code (PermissionRequest decision
+    /// control): allow, or deny with a message Claude reads. nil: print
+    /// nothing, so Claude Code asks in its own prompt.
+    public static func decisionOutput(_ resolution: ApprovalResolution?, by: String?) -> JSON? {
+        switch resolution {
+        case .allow?:
+            return ["hookSpecificOutput": ["hookEventName": "PermissionRequest", "decision": ["behavior": "allow"]]]
+        case .deny?:
+            let who = by.map { " (\($0))" } ?? ""
+            return ["hookSpecificOutput": ["hookEventName": "PermissionRequest",
+                                           "decision": ["behavior": "deny",
+                                                        "message": .string("Denied by the user from CodingBridge\(who).")]]]
+        default:
+            return nil
+        }
+    }
+}

@@ -1,0 +1,115 @@
+import BridgeCore
+import BridgeEngine
+
+/// Real agent inputs (see rpc-spec/parts/agents.json): each method takes the
+/// agent's raw object as params and feeds the engine the native events it
+/// means (Adapters/). `agent.hook` answers a PermissionRequest only when the
+/// approval is resolved: decided by a person (`approval.respond` from any
+/// client), timed out by the engine, or cancelled (task ended, agent said so).
+extension MethodTable {
+    func registerAgents(_ env: ServerEnvironment) throws {
+        let host = env.engine
+        let state = AgentAdapterState()
+        host.observers.append { [state] effect in
+            if case let .approvalResolved(rid, _, decision, by) = effect { state.resolve(rid, decision, by: by) }
+        }
+
+        onAsync("agent.hook") { p, _, reply in
+            var m = try ClaudeHookAdapter.map(p.raw, engine: host.engine, ids: &state.ids)
+            // Our own field beside Claude Code's snake_case ones: how long the
+            // hook will wait. The approval expires a little before, so the
+            // person never decides something nobody is listening for.
+            if let t: Double = try p.optional("timeoutSeconds") {
+                guard Settings.approvalTimeoutRange.contains(t) else {
+                    throw RPCError.invalidParams("invalid params: 'timeoutSeconds' must be within 1...86400",
+                                                 data: ["param": "timeoutSeconds", "expected": "number 1...86400",
+                                                        "got": .double(t)])
+                }
+                let effective = min(t, host.engine.settings.approvalTimeoutSeconds)
+                m.events = m.events.map {
+                    guard case .agent(var a) = $0, case let .approvalRequest(rid, tool, _) = a.kind else { return $0 }
+                    a.kind = .approvalRequest(requestId: rid, tool: tool, timeoutSeconds: effective)
+                    return .agent(a)
+                }
+            }
+            let applied = AgentMethods.apply(m, host)
+            guard let rid = m.approvalRequestId else { return reply(.success(applied)) }
+            guard host.engine.pendingApprovals.contains(where: { $0.requestId == rid }) else {
+                // Nothing to wait for (cannot normally happen: ids are fresh).
+                return reply(.success(AgentMethods.decided(applied, rid, nil, by: nil, host)))
+            }
+            state.wait(rid) { resolution, by in
+                reply(.success(AgentMethods.decided(applied, rid, resolution, by: by, host)))
+            }
+        }
+
+        on("agent.streamJson") { p, _ in
+            AgentMethods.apply(try StreamJSONAdapter.map(p.raw, engine: host.engine, ids: &state.ids), host)
+        }
+
+        on("agent.claudecodeui") { p, _ in
+            AgentMethods.apply(try ClaudeCodeUIAdapter.map(p.raw, engine: host.engine, ids: &state.ids), host)
+        }
+    }
+}
+
+/// Per-server adapter state: fresh request ids, and the hook requests
+/// waiting for their approval to resolve. Loop thread only.
+final class AgentAdapterState {
+    var ids = AgentIdSource()
+    private var waiting: [String: [(ApprovalResolution, String?) -> Void]] = [:]
+
+    func wait(_ rid: String, _ k: @escaping (ApprovalResolution, String?) -> Void) {
+        waiting[rid, default: []].append(k)
+    }
+
+    func resolve(_ rid: String, _ r: ApprovalResolution, by: String?) {
+        guard let ks = waiting.removeValue(forKey: rid) else { return }
+        for k in ks { k(r, by) }
+    }
+
+    var waitingCount: Int { waiting.count }
+}
+
+enum AgentMethods {
+    /// Feeds the mapped events to the engine; the method's result.
+    static func apply(_ m: AgentMapping, _ host: EngineHost) -> JSON {
+        var problems = m.ignored
+        for e in m.events {
+            let t = host.apply(e)
+            if case .question(let r) = t.reply, r.status != .accepted {
+                // An answer given at the terminal that does not fit the question
+                // (or a question already answered from the app): nothing to undo.
+                let why = "answer for question \(r.questionId): \(r.status.rawValue)\(r.problem.map { " (\($0))" } ?? "")"
+                Log.debug("agent \(m.kind): \(why)")
+                problems.append(why)
+            }
+        }
+        let status = m.sessionId.flatMap { host.engine.session($0)?.status.rawValue }
+        return ["sessionId": m.sessionId.json, "kind": .string(m.kind),
+                "status": .string(m.events.isEmpty ? "ignored" : "applied"),
+                "events": .array(m.eventNames.map { .string($0) }),
+                "ignored": .array(problems.map { .string($0) }),
+                "sessionStatus": status.json]
+    }
+
+    /// A PermissionRequest's final answer: the decision and the exact JSON
+    /// the hook prints for Claude Code (null: print nothing).
+    static func decided(_ applied: JSON, _ rid: String, _ r: ApprovalResolution?, by: String?, _ host: EngineHost) -> JSON {
+        guard case .object(var o) = applied else { return applied }
+        let decision: String
+        switch r {
+        case .allow?: decision = "allow"
+        case .deny?: decision = "deny"
+        case .timedOut?: decision = "timeout"
+        case .cancelled?: decision = "cancelled"
+        case nil: decision = "none"
+        }
+        o["requestId"] = .string(rid)
+        o["decision"] = .string(decision)
+        o["by"] = by.json
+        o["hookOutput"] = ClaudeHookAdapter.decisionOutput(r, by: by) ?? .null
+        if case .string(let sid)? = o["sessionId"] { o["sessionStatus"] = host.engine.session(sid).map { .string($0.status.rawValue) } ?? .null }
+        return .object(o)
+    }
+}

@@ -1,0 +1,276 @@
+import ArgumentParser
+import BridgeCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `codingbridge hook`: what Claude Code runs as a hook command. Reads the
+/// hook input on stdin, hands it to the running server (`agent.hook` over
+/// the server's unix socket) and, for PermissionRequest, prints Claude
+/// Code's decision JSON once a person decided on another device.
+///
+/// The contract with Claude Code is "never break the agent": whatever goes
+/// wrong (no server, a server that does not answer, bad input, time out) the
+/// hook prints nothing and exits 0, so Claude Code carries on and asks in its
+/// own prompt. A SIGALRM set at start bounds the whole run even if something
+/// below blocks where it should not.
+struct HookCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "hook",
+        abstract: "Claude Code hook: forward the hook input to the server; answer PermissionRequest from the phone.",
+        discussion: """
+        Wire it in ~/.claude/settings.json for the events SessionStart, \
+        UserPromptSubmit, PreToolUse, PostToolUse, PermissionRequest, \
+        Notification, Stop, SubagentStop and SessionEnd, with command \
+        'codingbridge hook'. Claude Code writes the hook input JSON on stdin.
+
+        PermissionRequest: waits until the person allows or denies (any \
+        connected client, approval.respond) and prints \
+        {"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}} \
+        or the deny form with a message. The approval expires 2 s before \
+        --timeout, so the server and the hook agree on when it ends. Other \
+        events: forwarded, exit within --event-timeout.
+
+        Exit status is always 0. On timeout, when no server listens, or on \
+        any error the hook prints nothing (a note goes to stderr), and Claude \
+        Code falls back to its own permission prompt.
+
+        Socket: --socket, else $CODINGBRIDGE_SOCKET, else \
+        $XDG_STATE_HOME/codingbridge/codingbridge.sock (or \
+        ~/.local/state/codingbridge/codingbridge.sock): what \
+        'codingbridge serve --listen unix' uses.
+        """)
+
+    @Option(name: .long, help: "The server's unix socket (default: $CODINGBRIDGE_SOCKET, else the state directory's codingbridge.sock).")
+    var socket: String?
+
+    @Option(name: .long, help: "Seconds to wait for a permission decision; keep it under the hook's timeout in settings.json.")
+    var timeout: Double = 55
+
+    @Option(name: .long, help: "Seconds to wait for the server to take any other event.")
+    var eventTimeout: Double = 3
+
+    @Flag(name: .long, help: "Explain on stderr what happened.")
+    var verbose = false
+
+    func validate() throws {
+        guard timeout.isFinite, timeout > 0, timeout <= 86_400 else { throw ValidationError("--timeout must be within (0, 86400] seconds") }
+        guard eventTimeout.isFinite, eventTimeout > 0 else { throw ValidationError("--event-timeout must be a positive number of seconds") }
+    }
+
+    func run() throws {
+        let start = HookClock.now()
+        // Hard bound: whatever happens below, exit 0 shortly after the deadline.
+        signal(SIGALRM) { _ in _exit(0) }
+        signal(SIGPIPE, SIG_IGN)
+        alarm(UInt32(timeout.rounded(.up)) + 2)
+
+        let note: (String) -> Void = { msg in
+            if verbose { HookIO.stderr("codingbridge hook: \(msg)") }
+        }
+        // Claude Code writes the input and closes stdin; a terminal without
+        // input must not hold the hook either.
+        guard let input = HookIO.readAll(fd: 0, deadline: start + min(timeout, 10), limit: 16 << 20) else {
+            note("no complete input on stdin")
+            return
+        }
+        guard case .object(var object)? = JSON.parse(String(decoding: input, as: UTF8.self)) else {
+            note("stdin is not a JSON object")
+            return
+        }
+        let event = object["hook_event_name"]?.stringValue ?? ""
+        let waitsForDecision = event == "PermissionRequest"
+        if waitsForDecision { object["timeoutSeconds"] = .double(max(1, timeout - 2)) }
+        let deadline = start + (waitsForDecision ? timeout : min(timeout, eventTimeout))
+
+        let path = HookSocket.path(option: socket)
+        let fd: Int32
+        switch HookSocket.connect(path, deadline: deadline) {
+        case .success(let f): fd = f
+        case .failure(let why):
+            note("no server at \(path): \(why)")
+            return
+        }
+        defer { close(fd) }
+
+        let initialize: JSON = ["jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                "params": ["clientInfo": ["name": "codingbridge hook", "version": "1"], "capabilities": [:]]]
+        let call: JSON = ["jsonrpc": "2.0", "id": 2, "method": "agent.hook", "params": .object(object)]
+        guard HookIO.writeAll(fd: fd, Array((initialize.serialized() + "\n" + call.serialized() + "\n").utf8), deadline: deadline) else {
+            note("could not send to \(path)")
+            return
+        }
+        // Replies (ids 1 and 2) and notifications share the stream; only id 2 matters.
+        var reader = HookLineReader(fd: fd)
+        while let line = reader.next(deadline: deadline) {
+            guard case .object(let msg)? = JSON.parse(line), msg["id"] == .int(2) else { continue }
+            if let err = msg["error"] {
+                HookIO.stderr("codingbridge hook: the server refused the \(event.isEmpty ? "hook input" : event): "
+                              + (err["message"]?.stringValue ?? "error") + " " + (err["data"].map { $0.serialized() } ?? ""))
+                return
+            }
+            let result = msg["result"] ?? .null
+            if waitsForDecision {
+                note("decision: \(result["decision"]?.stringValue ?? "?")")
+                if let out = result["hookOutput"], case .object = out {
+                    HookIO.stdout(out.serialized() + "\n")
+                }
+            } else {
+                note("\(event): \(result["status"]?.stringValue ?? "?")")
+            }
+            return
+        }
+        note(reader.failed ? "connection to \(path) closed before the answer" : "no answer within the timeout")
+    }
+}
+
+enum HookClock {
+    /// Monotonic seconds.
+    static func now() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
+    static func remainingMs(_ deadline: Double) -> Int32 {
+        let ms = (deadline - now()) * 1000
+        return ms <= 0 ? 0 : Int32(min(ms.rounded(.up), Double(Int32.max)))
+    }
+}
+
+enum HookIO {
+    static func stderr(_ s: String) {
+        let b = Array((s + "\n").utf8)
+        _ = b.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+    }
+
+    static func stdout(_ s: String) {
+        let b = Array(s.utf8)
+        var off = 0
+        while off < b.count {
+            let n = b.withUnsafeBytes { write(1, $0.baseAddress! + off, $0.count - off) }
+            if n < 0 { if errno == EINTR { continue }; return }
+            off += n
+        }
+    }
+
+    /// Waits until `fd` is ready for `events` or the deadline passes.
+    static func ready(_ fd: Int32, _ events: Int16, deadline: Double) -> Bool {
+        while true {
+            var p = pollfd(fd: fd, events: events, revents: 0)
+            let r = poll(&p, 1, HookClock.remainingMs(deadline))
+            if r > 0 { return true }
+            if r == 0 { return false }
+            if errno != EINTR { return false }
+            if HookClock.remainingMs(deadline) == 0 { return false }
+        }
+    }
+
+    /// All of `fd` until EOF; nil on timeout, error or more than `limit` bytes.
+    static func readAll(fd: Int32, deadline: Double, limit: Int) -> [UInt8]? {
+        var out: [UInt8] = []
+        var buf = [UInt8](repeating: 0, count: 65536)
+        while true {
+            guard ready(fd, Int16(POLLIN), deadline: deadline) else { return nil }
+            let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n == 0 { return out }
+            if n < 0 { if errno == EINTR || errno == EAGAIN { continue }; return nil }
+            out += buf[0..<n]
+            if out.count > limit { return nil }
+        }
+    }
+
+    static func writeAll(fd: Int32, _ bytes: [UInt8], deadline: Double) -> Bool {
+        var off = 0
+        while off < bytes.count {
+            guard ready(fd, Int16(POLLOUT), deadline: deadline) else { return false }
+            let n = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + off, $0.count - off, Int32(MSG_NOSIGNAL)) }
+            if n < 0 { if errno == EINTR || errno == EAGAIN { continue }; return false }
+            off += n
+        }
+        return true
+    }
+}
+
+/// Newline-delimited messages from the server.
+struct HookLineReader {
+    let fd: Int32
+    private var pending: [UInt8] = []
+    private(set) var failed = false
+    init(fd: Int32) { self.fd = fd }
+
+    mutating func next(deadline: Double) -> String? {
+        var buf = [UInt8](repeating: 0, count: 65536)
+        while true {
+            if let nl = pending.firstIndex(of: 10) {
+                let line = String(decoding: pending[..<nl], as: UTF8.self)
+                pending.removeSubrange(...nl)
+                return line
+            }
+            guard !failed, HookIO.ready(fd, Int16(POLLIN), deadline: deadline) else { return nil }
+            let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && (errno == EINTR || errno == EAGAIN) { continue }
+            if n <= 0 { failed = true; return nil }
+            pending += buf[0..<n]
+            // A server that streams notifications forever cannot grow this without bound.
+            if pending.count > 64 << 20 { failed = true; return nil }
+        }
+    }
+}
+
+enum HookSocket {
+    /// --socket, else $CODINGBRIDGE_SOCKET, else <state dir>/codingbridge.sock.
+    static func path(option: String?) -> String {
+        if let option, !option.isEmpty { return option }
+        if let env = getenv("CODINGBRIDGE_SOCKET").map({ String(cString: $0) }), !env.isEmpty { return env }
+        if let x = getenv("XDG_STATE_HOME").map({ String(cString: $0) }), x.hasPrefix("/") {
+            return x + "/codingbridge/codingbridge.sock"
+        }
+        let home = getenv("HOME").map { String(cString: $0) } ?? ""
+        return home + "/.local/state/codingbridge/codingbridge.sock"
+    }
+
+    /// A connected, non-blocking stream socket, or why not.
+    static func connect(_ path: String, deadline: Double) -> Result<Int32, HookError> {
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        let capacity = MemoryLayout.size(ofValue: addr.sun_path)
+        guard !bytes.isEmpty, bytes.count < capacity else {
+            return .failure(HookError("socket path is empty or longer than \(capacity - 1) bytes"))
+        }
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return .failure(HookError("socket(): \(String(cString: strerror(errno)))")) }
+        let r = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        if r == 0 { return .success(fd) }
+        let e = errno
+        if e == EINPROGRESS || e == EAGAIN {
+            // A unix socket whose backlog is full: wait for room within the deadline.
+            guard HookIO.ready(fd, Int16(POLLOUT), deadline: deadline) else {
+                close(fd)
+                return .failure(HookError("connect timed out"))
+            }
+            var err: Int32 = 0
+            var len = socklen_t(MemoryLayout<Int32>.size)
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len)
+            if err == 0 { return .success(fd) }
+            close(fd)
+            return .failure(HookError(String(cString: strerror(err))))
+        }
+        close(fd)
+        return .failure(HookError(String(cString: strerror(e))))
+    }
+}
+
+struct HookError: Error, CustomStringConvertible {
+    let description: String
+    init(_ d: String) { description = d }
+}
