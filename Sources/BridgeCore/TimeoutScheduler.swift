@@ -14,8 +14,9 @@ public enum ClockKind: String, Sendable {
     case manual
 }
 
-/// Many timeouts on one libuv timer (`cb_timeouts`, an indexed 4-ary heap):
-/// deadline order, ties first-scheduled-first, never early, ms resolution.
+/// Many timeouts on one loop wake-up (`cb_timeouts`, an indexed 4-ary heap;
+/// a timerfd on Linux, one uv timer elsewhere): deadline order, ties
+/// first-scheduled-first, never early, ms resolution.
 /// The same code runs on the system clock or on a manual clock that a test
 /// advances, crossing "60 seconds" or "1 hour" instantly and deterministically.
 ///
