@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <pthread.h>
 
 /* Limits on every match. Built-in patterns are linear and never come close;
  * these exist for custom rules (catastrophic backtracking) and as a backstop. */
@@ -42,25 +43,37 @@ struct cb_redact_rules {
     struct trig *trigs;
     size_t ntrigs;
     int32_t first[1024];  /* trigger list heads by bucket() of the first two bytes */
-    uint64_t bloom[(1u << 17) / 64]; /* hashed trigram set of trigger prefixes */
+    uint64_t bloom[(1u << 18) / 64]; /* set of trigger prefixes as 6-bit-coded trigrams */
     pcre2_match_context *mctx; /* read-only after creation: shareable */
     uint64_t budget_ns;        /* custom rules: matching time per call */
     uint32_t max_pairs;
     int all_jit;
 };
 
-static unsigned char fold[256];
-static void fold_init(void) {
-    /* Idempotent and race-free in practice: every writer stores the same bytes. */
-    for (int c = 0; c < 256; c++) fold[c] = (unsigned char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+
+/* The prefilter keys trigrams by 6-bit codes: letters (either case), digits
+ * and the punctuation that appears in triggers get codes of their own; other
+ * bytes share a few. A trigram is then 18 bits, computed as a rolling value
+ * (shift in one code per byte), and indexes a 2^18-bit set (32 KiB). */
+static unsigned char code6[256];
+static void code6_init(void) {
+    static const char punct[] = "_-.:/=\"'@$\\~{ ";
+    for (int c = 0; c < 256; c++) code6[c] = (unsigned char)(51 + c % 13);
+    for (int c = 'a'; c <= 'z'; c++) code6[c] = code6[c - 32] = (unsigned char)(c - 'a' + 1);
+    for (int c = '0'; c <= '9'; c++) code6[c] = (unsigned char)(c - '0' + 27);
+    for (int i = 0; punct[i]; i++) code6[(unsigned char)punct[i]] = (unsigned char)(37 + i);
+}
+static inline uint32_t tri(uint32_t a, uint32_t b, uint32_t c) {
+    return (code6[a] << 12 | code6[b] << 6 | code6[c]) & 0x3FFFFu;
 }
 
-/* 17-bit hash of a folded trigram (Fibonacci hashing: top bits of a 64-bit
- * product spread all three bytes). */
-#define BLOOM_BITS 17
-static inline uint32_t tri(uint32_t a, uint32_t b, uint32_t c) {
-    return (uint32_t)(((uint64_t)(a | b << 8 | c << 16) * 0x9E3779B97F4A7C15ull) >> (64 - BLOOM_BITS));
+static unsigned char fold[256];
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+static void tables_init(void) {
+    for (int c = 0; c < 256; c++) fold[c] = (unsigned char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    code6_init();
 }
+static void fold_init(void) { pthread_once(&tables_once, tables_init); }
 /* Trigger lists are keyed by the first two folded bytes. */
 static inline uint32_t bucket(uint32_t a, uint32_t b) { return (a * 31u + b) & 1023u; }
 
@@ -499,21 +512,19 @@ int cb_redact_run(const cb_redact_rules_t *rs, const char *text, size_t n, unsig
     const unsigned char *u = c.u;
     int rc = 0;
 
-    /* 1. The prefilter: one pass, a bitmap probe per byte. */
+    /* 1. The prefilter: one pass, a rolling 18-bit trigram code and one
+     * bitmap probe per byte. */
     if (rs->ntrigs && n >= 2) {
         const uint64_t *bloom = rs->bloom;
-        uint32_t a = fold[u[0]], b = fold[u[1]];
+        uint32_t h = (uint32_t)code6[u[0]] << 6 | code6[u[1]];
         size_t i = 0;
         for (; i + 2 < n; i++) {
-            uint32_t d = fold[u[i + 2]];
-            uint32_t h = tri(a, b, d);
-            a = b;
-            b = d;
+            h = (h << 6 | code6[u[i + 2]]) & 0x3FFFFu;
             if (__builtin_expect(!((bloom[h >> 6] >> (h & 63)) & 1), 1)) continue;
             if ((rc = at_position(&c, i))) break;
         }
         if (!rc) {
-            uint32_t h = tri(a, b, 0); /* the last two bytes: 2-byte triggers */
+            h = (h << 6 | code6[0]) & 0x3FFFFu; /* the last two bytes: 2-byte triggers */
             if ((bloom[h >> 6] >> (h & 63)) & 1) rc = at_position(&c, i);
         }
     }
