@@ -14,4 +14,5 @@
 #include "cb_elapsed.h"
 #include "cb_timeouts.h"
 #include "cb_redact.h"
+#include "cb_heap.h"
 #endif

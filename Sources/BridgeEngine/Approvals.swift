@@ -76,8 +76,8 @@ extension Engine {
                           now: Millis, into effects: inout [Effect]) -> ApprovalRespondResult {
         guard let sid = state.approvalIndex[requestId] else {
             if let r = state.resolvedApprovals[requestId] {
-                return ApprovalRespondResult(status: r == .timedOut ? .expired : .alreadyResolved,
-                                             requestId: requestId, sessionId: nil, resolution: r)
+                return ApprovalRespondResult(status: r.resolution == .timedOut ? .expired : .alreadyResolved,
+                                             requestId: requestId, sessionId: r.sessionId, resolution: r.resolution)
             }
             return ApprovalRespondResult(status: .unknown, requestId: requestId, sessionId: nil, resolution: nil)
         }
@@ -101,7 +101,7 @@ extension Engine {
     mutating func resolveApproval(_ requestId: String, sessionId sid: String, as resolution: ApprovalResolution,
                                   by: String?, now: Millis, into effects: inout [Effect]) -> ApprovalRequest? {
         state.approvalIndex[requestId] = nil
-        state.resolvedApprovals.set(requestId, resolution)
+        state.resolvedApprovals.set(requestId, (resolution, sid))
         guard let idx = state.sessions[sid]?.pendingApprovals.firstIndex(where: { $0.requestId == requestId }) else { return nil }
         let req = state.sessions[sid]!.pendingApprovals.remove(at: idx)
         state.pendingApprovalCount -= 1

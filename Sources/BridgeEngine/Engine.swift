@@ -119,7 +119,7 @@ public struct EngineState {
     var approvalIndex: [String: String] = [:]
     var questionIndex: [String: String] = [:]
     /// How recent requests ended, so a late answer gets alreadyResolved vs expired.
-    var resolvedApprovals = RecentMap<ApprovalResolution>(capacity: 4096)
+    var resolvedApprovals = RecentMap<(resolution: ApprovalResolution, sessionId: String)>(capacity: 4096)
     var answeredQuestions = RecentMap<Bool>(capacity: 4096)
 }
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import BridgeCore
 import BridgeEngine
 import BridgeRPC
+import CBridge
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -12,7 +13,7 @@ import Glibc
 ///     read, sequential, vs a ping round trip on the same server (target p99 <= 1 ms);
 ///  2. sustained agent events/s, pipelined, vs the same count of trivial Swift
 ///     handler calls (debug.echo) on the same server (target >= 50k/s);
-///  3. memory per idle session with 10k sessions (resident-set delta), vs
+///  3. memory per idle session with 10k sessions (heap delta, mallinfo2), vs
 ///     a bare [String: String] of the same ids and paths (target <= 4 KB).
 struct EngineBench: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -97,10 +98,12 @@ struct EngineBench: ParsableCommand {
             for i in 0..<n {
                 let s = i % 100
                 let body: String
-                switch (i / 100) % 8 {
-                case 0: body = "{\"type\":\"task_started\",\"projectName\":\"Proj\(s)\""
-                case 3, 6:
-                    let done = (i / 800) % 5
+                // Each session starts once, then works: mostly tool calls, a
+                // TodoWrite update every tenth round (new progress every 1000 events).
+                switch i < 100 ? -1 : (i / 100) % 10 {
+                case -1: body = "{\"type\":\"task_started\",\"projectName\":\"Proj\(s)\""
+                case 3:
+                    let done = (i / 1000) % 5
                     let todos = (0..<5).map { k in "{\"content\":\"step \(k)\",\"activeForm\":\"Doing step \(k)\",\"status\":\"\(k < done ? "completed" : k == done ? "in_progress" : "pending")\"}" }
                     body = "{\"type\":\"progress\",\"todos\":[\(todos.joined(separator: ","))]"
                 default: body = "{\"type\":\"tool_use\"," + tools[i % 4].dropFirst()
@@ -116,7 +119,7 @@ struct EngineBench: ParsableCommand {
         }
         var results: [(String, Double, Int)] = []
         for (name, payload) in [("baseline: debug.echo notifications", echoes(events)),
-                                ("agent.event mix (tool_use/progress/task_started)", agentEvents(events))] {
+                                ("agent.event mix (tool_use 90%, TodoWrite progress)", agentEvents(events))] {
             let c = try LineChild(server, ["serve", "--ephemeral", "--manual-clock"])
             defer { c.finish() }
             try c.send(Self.initialize); try c.waitFor("\"id\":\"init\"")
@@ -145,16 +148,21 @@ struct EngineBench: ParsableCommand {
         _ = client.send(Self.initialize)
         _ = client.send("{\"jsonrpc\":\"2.0\",\"method\":\"app.update\",\"params\":{\"phase\":\"background\"}}\n")
         _ = client.discardOutput()
-        var t0 = DispatchTime.now().uptimeNanoseconds
-        var off = 0
-        while off < mix.count {
-            let end = min(mix.count, off + 65536)
-            let cut = (mix[off..<end].lastIndex(of: 10) ?? end - 1) + 1
-            client.connection.feed(Array(mix[off..<cut]))
-            _ = client.discardOutput()
-            off = cut
+        func feedAll(_ payload: [UInt8]) -> Double {
+            let t0 = DispatchTime.now().uptimeNanoseconds
+            var off = 0
+            while off < payload.count {
+                let end = min(payload.count, off + 65536)
+                let cut = (payload[off..<end].lastIndex(of: 10) ?? end - 1) + 1
+                client.connection.feed(Array(payload[off..<cut]))
+                _ = client.discardOutput()
+                off = cut
+            }
+            return Double(events) / (Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9)
         }
-        let inProc = Double(events) / (Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9)
+        let echoInProc = feedAll(echoes(events))
+        let inProc = feedAll(mix)
+        var t0 = DispatchTime.now().uptimeNanoseconds
         var engine = Engine(services: env.engine.services)
         _ = engine.apply(.app(AppUpdate(phase: .background)), now: 0)
         let tools = [ToolUse(name: "Read", filePath: "Sources/App/Main.swift"), ToolUse(name: "Bash", command: "npm test"),
@@ -164,17 +172,18 @@ struct EngineBench: ParsableCommand {
         var effects = 0
         for i in 0..<events {
             let kind: AgentEvent.Kind
-            switch (i / 100) % 8 {
-            case 0: kind = .taskStarted(prompt: nil)
-            case 3, 6:
-                let done = (i / 800) % 5
+            switch i < 100 ? -1 : (i / 100) % 10 {
+            case -1: kind = .taskStarted(prompt: nil)
+            case 3:
+                let done = (i / 1000) % 5
                 kind = .progress(todos: (0..<5).map { k in Todo(content: "step \(k)", status: k < done ? .completed : k == done ? .in_progress : .pending, activeForm: "Doing step \(k)") })
             default: kind = .toolUse(tools[i % 4])
             }
             effects += engine.apply(.agent(AgentEvent(sessionId: ids[i % 100], kind: kind)), now: Millis(i)).effects.count
         }
         let pure = Double(events) / (Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9)
-        print("   " + padded("same mix in-process (no pipes)", 52) + String(format: "%10.0f", inProc))
+        print("   " + padded("baseline in-process: debug.echo (no pipes)", 52) + String(format: "%10.0f", echoInProc))
+        print("   " + padded("same mix in-process (no pipes)", 52) + String(format: "%10.0f   %8.2fx", inProc, inProc / echoInProc))
         print("   " + padded("same mix, engine.apply alone (\(effects) effects)", 52) + String(format: "%10.0f", pure))
         let rate = results[1].1
         print(String(format: "   target >= 50000 events/s over stdio: %.0f (%@)", rate, rate >= 50_000 ? "met" : "NOT met"))
@@ -183,16 +192,8 @@ struct EngineBench: ParsableCommand {
     // MARK: 3. memory per idle session
 
     func memory() throws {
-        // Resident set size (pages touched): what the process really costs.
-        func heap() -> Int {
-            guard let f = fopen("/proc/self/statm", "r") else { return 0 }
-            defer { fclose(f) }
-            var size = 0, resident = 0
-            _ = withUnsafeMutablePointer(to: &size) { sp in
-                withUnsafeMutablePointer(to: &resident) { rp in withVaListPointer(sp, rp) { vfscanf(f, "%ld %ld", $0) } }
-            }
-            return resident * Int(sysconf(Int32(_SC_PAGESIZE)))
-        }
+        // Bytes handed out by malloc and not freed (glibc mallinfo2).
+        func heap() -> Int { Int(cb_heap_bytes_in_use()) }
         let n = sessions
         let ids = (0..<n).map { "session-\($0)-7f3a9c2e" }
         // Baseline: the least any tracker must keep, id -> project path.
@@ -222,7 +223,7 @@ struct EngineBench: ParsableCommand {
         let engineBytes = heap() - m0
         let count = env.engine.engine.sessions.count
         guard count == n else { throw ValidationError("expected \(n) sessions, engine has \(count)") }
-        print("3. memory per idle session (\(n) sessions, resident-set delta)")
+        print("3. memory per idle session (\(n) sessions, heap delta, mallinfo2)")
         print(String(format: "   baseline: [String: String] id -> path      %7.0f bytes/session", Double(bareBytes) / Double(n)))
         print(String(format: "   engine sessions (via dispatch)             %7.0f bytes/session   %.2fx baseline",
                      Double(engineBytes) / Double(n), Double(engineBytes) / Double(max(1, bareBytes))))
@@ -334,11 +335,6 @@ private final class LineChild {
         }
         return false
     }
-}
-
-private func withVaListPointer<R>(_ a: UnsafeMutablePointer<Int>, _ b: UnsafeMutablePointer<Int>,
-                                  _ body: (CVaListPointer) -> R) -> R {
-    withVaList([a, b], body)
 }
 
 private func padded(_ s: String, _ n: Int) -> String { s.count >= n ? s + " " : s + String(repeating: " ", count: n - s.count) }
