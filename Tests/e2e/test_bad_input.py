@@ -215,9 +215,9 @@ def test_writer_that_never_reads_keeps_memory_bounded():
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
     try:
         p.stdin.write(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}\n')
-        # each request ~60 B, each reply ~100 KiB (rpc.discover): 2000 of them = 200 MiB if unbounded
+        # each request ~50 B, each reply the whole spec (rpc.discover, tens of KiB): 6000 of them = hundreds of MiB if unbounded
         req = b'{"jsonrpc":"2.0","id":1,"method":"rpc.discover"}\n'
-        total = 20000
+        total = 6000
         sent = [0]
 
         def writer():
