@@ -1,4 +1,7 @@
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 @testable import BridgeCore
 
 @Suite("Timeout scheduler")
@@ -161,6 +164,33 @@ struct TimeoutSchedulerTests {
             let want = [30, 10, 20, 10][i]
             #expect(at >= .milliseconds(want), "timeout \(i) fired at \(at), before \(want) ms")
         }
+    }
+
+    @Test("system clock: a stale loop time does not make a timeout early")
+    func staleLoopTime() {
+        let loop = EventLoop()
+        let s = TimeoutScheduler(loop: loop)
+        loop.runOnce()             // loop time cached now...
+        usleep(40_000)             // ...and 40 ms stale by the time we schedule
+        let start = ContinuousClock.now
+        var at: Duration?
+        s.schedule(afterMs: 25) { at = ContinuousClock.now - start }
+        loop.run()
+        #expect(at != nil)
+        if let at { #expect(at >= .milliseconds(25), "fired after \(at)") }
+    }
+
+    @Test("keepsLoopAlive false: pending timeouts do not hold run() open")
+    func unref() {
+        let loop = EventLoop()
+        let s = TimeoutScheduler(loop: loop)
+        s.keepsLoopAlive = false
+        var fired = false
+        s.schedule(afterMs: 60_000) { fired = true }
+        let start = ContinuousClock.now
+        loop.run()
+        #expect(ContinuousClock.now - start < .seconds(5))
+        #expect(!fired && s.pendingCount == 1)
     }
 
     @Test("many timeouts against a sorted reference")
