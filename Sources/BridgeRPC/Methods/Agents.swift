@@ -33,7 +33,11 @@ extension MethodTable {
                 }
             }
             let applied = AgentMethods.apply(m, host)
-            guard let rid = m.approvalRequestId else { return reply(.success(applied)) }
+            guard let rid = m.approvalRequestId else {
+                // A PermissionRequest we do not take (AskUserQuestion): the
+                // hook still gets a decision, "none", and prints nothing.
+                return reply(.success(m.kind == "PermissionRequest" ? AgentMethods.decided(applied, nil, nil, by: nil, host) : applied))
+            }
             guard host.engine.pendingApprovals.contains(where: { $0.requestId == rid }) else {
                 // Nothing to wait for (cannot normally happen: ids are fresh).
                 return reply(.success(AgentMethods.decided(applied, rid, nil, by: nil, host)))
@@ -95,7 +99,7 @@ enum AgentMethods {
 
     /// A PermissionRequest's final answer: the decision and the exact JSON
     /// the hook prints for Claude Code (null: print nothing).
-    static func decided(_ applied: JSON, _ rid: String, _ r: ApprovalResolution?, by: String?, _ host: EngineHost) -> JSON {
+    static func decided(_ applied: JSON, _ rid: String?, _ r: ApprovalResolution?, by: String?, _ host: EngineHost) -> JSON {
         guard case .object(var o) = applied else { return applied }
         let decision: String
         switch r {
@@ -105,7 +109,7 @@ enum AgentMethods {
         case .cancelled?: decision = "cancelled"
         case nil: decision = "none"
         }
-        o["requestId"] = .string(rid)
+        if let rid { o["requestId"] = .string(rid) }
         o["decision"] = .string(decision)
         o["by"] = by.json
         o["hookOutput"] = ClaudeHookAdapter.decisionOutput(r, by: by) ?? .null
