@@ -1,0 +1,209 @@
+import Testing
+@testable import BridgeRPC
+import BridgeCore
+import BridgeEngine
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The agent adapters as pure mappings (raw object -> native engine events),
+/// over the same case files the e2e tests send to the server
+/// (Tests/e2e/agents/*.json), plus the pieces with rules of their own.
+
+private let casesDir: String = {
+    let file = "\(#filePath)"
+    let dir = file[..<file.lastIndex(of: "/")!]           // Tests/BridgeRPCTests
+    let tests = dir[..<dir.lastIndex(of: "/")!]           // Tests
+    return tests + "/e2e/agents"
+}()
+
+private func readFile(_ path: String) -> String? {
+    guard let f = fopen(path, "rb") else { return nil }
+    defer { fclose(f) }
+    var out: [UInt8] = []
+    var buf = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = fread(&buf, 1, buf.count, f)
+        if n <= 0 { break }
+        out += buf[0..<n]
+    }
+    return String(decoding: out, as: UTF8.self)
+}
+
+private func caseFiles() -> [String] {
+    guard let d = opendir(casesDir) else { return [] }
+    defer { closedir(d) }
+    var names: [String] = []
+    while let e = readdir(d) {
+        let name = withUnsafePointer(to: e.pointee.d_name) {
+            $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
+        }
+        if name.hasSuffix(".json") { names.append(String(name.dropLast(5))) }
+    }
+    return names.sorted()
+}
+
+private let services = EngineServices(redact: { Redactor.builtIn.redacted($0) },
+                                      formatElapsed: { ElapsedFormatter.english.string(seconds: Double($0)) })
+
+/// Maps one raw object with the method's adapter.
+private func map(_ method: String, _ raw: JSON?, _ engine: Engine, _ ids: inout AgentIdSource) throws -> AgentMapping {
+    switch method {
+    case "agent.hook": return try ClaudeHookAdapter.map(raw, engine: engine, ids: &ids)
+    case "agent.streamJson": return try StreamJSONAdapter.map(raw, engine: engine, ids: &ids)
+    case "agent.claudecodeui": return try ClaudeCodeUIAdapter.map(raw, engine: engine, ids: &ids)
+    default: fatalError("unknown method \(method)")
+    }
+}
+
+private func apply(_ m: AgentMapping, to engine: inout Engine, at now: Millis) {
+    for e in m.events { _ = engine.apply(e, now: now) }
+}
+
+@Suite struct AgentCaseTests {
+    @Test func theCaseFolderIsFound() {
+        #expect(caseFiles().count >= 50, "cases under \(casesDir)")
+    }
+
+    @Test(arguments: caseFiles())
+    func mapping(_ name: String) throws {
+        let text = try #require(readFile("\(casesDir)/\(name).json"))
+        let c = try #require(JSON.parse(text))
+        let method = try #require(c["method"]?.stringValue)
+        let expect = try #require(c["expect"])
+        var engine = Engine(services: services)
+        var ids = AgentIdSource(prefix: "t")
+        let now: Millis = 1_000_000
+        for b in c["before"]?.arrayValue ?? [] {
+            let m = try map(try #require(b["method"]?.stringValue), b["params"], engine, &ids)
+            apply(m, to: &engine, at: now)
+        }
+        if let err = expect["error"] {
+            do {
+                _ = try map(method, c["input"], engine, &ids)
+                Issue.record("\(name): expected an error")
+            } catch let e as RPCError {
+                #expect(e.code == Int(err["code"]?.intValue ?? 0))
+                #expect(e.data?["param"] == err["param"], "\(e)")
+                if let got = err["got"] { #expect(e.data?["got"] == got, "\(e)") }
+            }
+            return
+        }
+        let m = try map(method, c["input"], engine, &ids)
+        let events = expect["events"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        #expect(m.eventNames == events, "\(name): \(m.eventNames) \(m.ignored)")
+        #expect((m.events.isEmpty ? "ignored" : "applied") == expect["status"]?.stringValue)
+        if m.events.isEmpty { #expect(!m.ignored.isEmpty, "an ignored message says why") }
+        if let part = expect["ignoredContains"]?.stringValue {
+            #expect(m.ignored.contains { $0.contains(part) }, "\(m.ignored)")
+        }
+        apply(m, to: &engine, at: now + 1)
+        if expect["respond"] != nil {
+            // The approval is pending until someone answers.
+            let rid = try #require(m.approvalRequestId)
+            #expect(engine.pendingApprovals.map(\.requestId) == [rid])
+        } else if let st = expect["sessionStatus"], st != .null, let sid = m.sessionId {
+            #expect(engine.session(sid)?.status.rawValue == st.stringValue, "\(name)")
+        }
+    }
+}
+
+@Suite struct AgentMappingTests {
+    @Test func answersFromToolResultText() {
+        let t = #"User has answered your questions: "Which DB?"="SQLite", "Scope"="tests, docs". You can now continue."#
+        #expect(ToolCalls.answers(fromText: t) == ["Which DB?": ["SQLite"], "Scope": ["tests, docs"]])
+        #expect(ToolCalls.answers(fromText: "no answers here").isEmpty)
+        #expect(ToolCalls.answers(fromText: #""dangling"=""#).isEmpty)
+        #expect(ToolCalls.answers(fromText: #""Größe?"="Groß""#) == ["Größe?": ["Groß"]])
+    }
+
+    @Test func answersFromStructuredResponse() {
+        let v: JSON = ["answers": ["Q1": "A", "Q2": ["x", "y"]]]
+        #expect(ToolCalls.answers(from: v) == ["Q1": ["A"], "Q2": ["x", "y"]])
+        let blocks: JSON = [["type": "text", "text": #""Q1"="B""#]]
+        #expect(ToolCalls.answers(from: blocks) == ["Q1": ["B"]])
+    }
+
+    @Test func decisionOutputIsClaudeCodesFormat() {
+        let allow = ClaudeHookAdapter.decisionOutput(.allow, by: "iphone")
+        #expect(allow == ["hookSpecificOutput": ["hookEventName": "PermissionRequest", "decision": ["behavior": "allow"]]])
+        let deny = ClaudeHookAdapter.decisionOutput(.deny, by: nil)
+        #expect(deny?["hookSpecificOutput"]?["decision"]?["behavior"] == "deny")
+        #expect(deny?["hookSpecificOutput"]?["decision"]?["message"]?.stringValue?.isEmpty == false)
+        // Timeout and cancellation print nothing: Claude Code asks in its own prompt.
+        #expect(ClaudeHookAdapter.decisionOutput(.timedOut, by: nil) == nil)
+        #expect(ClaudeHookAdapter.decisionOutput(.cancelled, by: nil) == nil)
+        #expect(ClaudeHookAdapter.decisionOutput(nil, by: nil) == nil)
+    }
+
+    @Test func generatedRequestIdsAreUnique() {
+        var a = AgentIdSource(), b = AgentIdSource()
+        let ids = (0..<100).map { _ in a.next("hook") } + (0..<100).map { _ in b.next("hook") }
+        #expect(Set(ids).count == 200)
+    }
+
+    @Test func everyAdapterRejectsANonObject() {
+        var ids = AgentIdSource()
+        let engine = Engine(services: services)
+        for m in ["agent.hook", "agent.streamJson", "agent.claudecodeui"] {
+            for raw: JSON? in [nil, "text", [1, 2], 3] {
+                #expect(throws: RPCError.self) { _ = try map(m, raw, engine, &ids) }
+            }
+        }
+    }
+
+    @Test func toolInputIsReadLeniently() {
+        let t = ToolCalls.toolUse(name: "Bash", input: ["command": ["not": "a string"], "description": "Run it"])
+        #expect(t.command == nil && t.description == "Run it")
+        let e = ToolCalls.toolUse(name: "Edit", input: ["file_path": "/a/b.swift"])
+        #expect(e.filePath == "/a/b.swift" && OperationText.key(for: e) == "operation.editing")
+    }
+}
+
+/// The async plumbing: a PermissionRequest's reply waits for approval.respond
+/// from another client, through the real dispatcher.
+@Suite struct AgentHookServerTests {
+    private func server() -> (RPCServer, InProcessClient, InProcessClient) {
+        var o = ServerOptions()
+        o.manualClock = true
+        o.ephemeral = true
+        let env = ServerEnvironment(loop: EventLoop(), options: o)
+        let s = try! RPCServer(env: env)
+        let hook = s.makeInProcessClient(), phone = s.makeInProcessClient()
+        _ = hook.request("initialize", ["clientInfo": ["name": "hook"]])
+        return (s, hook, phone)
+    }
+
+    private func replies(_ text: String) -> [JSON] {
+        text.split(separator: "\n").compactMap { JSON.parse(String($0)) }.filter { $0["id"] != nil }
+    }
+
+    @Test func decisionArrivesWhenAnotherClientAnswers() throws {
+        let (_, hook, phone) = server()
+        let call: JSON = ["jsonrpc": "2.0", "id": 7, "method": "agent.hook",
+                          "params": ["session_id": "s1", "cwd": "/w/p", "hook_event_name": "PermissionRequest",
+                                     "tool_name": "Bash", "tool_input": ["command": "make deploy"]]]
+        #expect(replies(hook.send(call.serialized() + "\n")).isEmpty, "no reply before a decision")
+        let list = phone.request("approval.list", [:]).first { $0["id"] != nil }
+        let rid = try #require(list?["result"]?["approvals"]?.arrayValue?.first?["requestId"]?.stringValue)
+        let r = phone.request("approval.respond", ["requestId": .string(rid), "decision": "allow", "deviceId": "iphone"])
+        #expect(r.first { $0["id"] != nil }?["result"]?["status"] == "accepted")
+        let answer = try #require(replies(hook.takeOutput()).first)
+        #expect(answer["id"] == 7)
+        #expect(answer["result"]?["decision"] == "allow")
+        #expect(answer["result"]?["by"] == "iphone")
+        #expect(answer["result"]?["hookOutput"] == ClaudeHookAdapter.decisionOutput(.allow, by: "iphone"))
+    }
+
+    @Test func timeoutAnswersWithNoOutput() throws {
+        let (_, hook, _) = server()
+        let call: JSON = ["jsonrpc": "2.0", "id": 8, "method": "agent.hook",
+                          "params": ["session_id": "s2", "hook_event_name": "PermissionRequest", "tool_name": "Write",
+                                     "tool_input": ["file_path": "/w/x"], "timeoutSeconds": 5]]
+        #expect(replies(hook.send(call.serialized() + "\n")).isEmpty)
+        let out = hook.request("debug.advanceClock", ["ms": 5000]) + replies(hook.takeOutput())
+        let answer = try #require(out.first { $0["id"] == 8 })
+        #expect(answer["result"]?["decision"] == "timeout")
+        #expect(answer["result"]?["hookOutput"] == .null)
+    }
+}
