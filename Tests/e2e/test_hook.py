@@ -1,0 +1,438 @@
+"""`codingbridge hook` run exactly as Claude Code runs a command hook: the hook
+input JSON on stdin (then EOF), stdout read as the hook's output, the exit
+code and the wall time checked. With and without a server; approve, deny and
+timeout for PermissionRequest; other events update the session and return at
+once. Whatever goes wrong, the hook must print nothing and exit 0 quickly, so
+Claude Code falls back to its own prompt.
+
+The server is `codingbridge serve --listen unix:PATH` when the binary has it;
+otherwise a byte relay in front of `serve`'s stdio stands in for the socket
+(same dispatcher, same replies), so these tests never depend on the order in
+which features land.
+"""
+import json
+import os
+import queue
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+from conftest import binary, validate_result
+
+SID = "3c9b7e21-5a0f-4d6e-8b1c-7f2a9e4d6b08"
+CWD = "/home/dev/payments"
+
+
+def hook_input(event, **k):
+    d = {"session_id": SID, "transcript_path": f"/home/dev/.claude/projects/-home-dev-payments/{SID}.jsonl",
+         "cwd": CWD, "permission_mode": "default", "hook_event_name": event}
+    d.update(k)
+    return d
+
+
+def permission(command="terraform apply -auto-approve"):
+    return hook_input("PermissionRequest", tool_name="Bash",
+                      tool_input={"command": command, "description": "Apply the staging plan"})
+
+
+def run_hook(data, socket_path, *args, env=None, timeout=30):
+    """Runs the hook like Claude Code: stdin JSON, returns (code, stdout, stderr, seconds)."""
+    e = {**os.environ, "CODINGBRIDGE_SOCKET": socket_path}
+    e.update(env or {})
+    t0 = time.monotonic()
+    p = subprocess.run([binary(), "hook", *args], input=data if isinstance(data, bytes) else json.dumps(data).encode(),
+                       capture_output=True, env=e, timeout=timeout)
+    return p.returncode, p.stdout.decode(), p.stderr.decode(), time.monotonic() - t0
+
+
+class HookProcess:
+    """A hook started in the background (it waits for a decision)."""
+
+    def __init__(self, data, socket_path, *args):
+        self.t0 = time.monotonic()
+        self.p = subprocess.Popen([binary(), "hook", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, env={**os.environ, "CODINGBRIDGE_SOCKET": socket_path})
+        self.p.stdin.write(json.dumps(data).encode())
+        self.p.stdin.close()
+
+    def finish(self, timeout=30):
+        # stdin is already closed; the output is a few hundred bytes at most,
+        # so waiting before reading cannot fill a pipe.
+        self.p.wait(timeout=timeout)
+        secs = time.monotonic() - self.t0
+        return self.p.returncode, self.p.stdout.read().decode(), self.p.stderr.read().decode(), secs
+
+    def running(self):
+        return self.p.poll() is None
+
+
+def has_listen():
+    out = subprocess.run([binary(), "serve", "--help"], capture_output=True, timeout=10).stdout.decode()
+    return "--listen" in out
+
+
+class SocketServer:
+    """The server behind a unix socket, plus a control connection for the test."""
+
+    def __init__(self, path):
+        self.path = path
+        self.proc = None
+        self.relay = None
+        self._ids = 0
+        self._replies = queue.Queue()
+        self.notes = []
+        if has_listen():
+            self.proc = subprocess.Popen([binary(), "serve", "--ephemeral", "--manual-clock", "--listen", f"unix:{path}"],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            deadline = time.monotonic() + 10
+            while not os.path.exists(path):
+                assert time.monotonic() < deadline, "server socket never appeared"
+                assert self.proc.poll() is None, self.proc.stderr.read().decode()
+                time.sleep(0.02)
+            self.ctl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.ctl.connect(path)
+            self._write = lambda b: self.ctl.sendall(b)
+            threading.Thread(target=self._read, args=(lambda: self.ctl.recv(65536),), daemon=True).start()
+        else:
+            self.relay = Relay(path)
+            self.proc = self.relay.proc
+            self._write = self.relay.write_ctl
+            threading.Thread(target=self._read_relay, daemon=True).start()
+        self.request("initialize", {"clientInfo": {"name": "test_hook", "version": "1"}, "capabilities": {}},
+                     ok_errors=True)
+
+    def _read(self, recv):
+        buf = b""
+        while True:
+            try:
+                chunk = recv()
+            except OSError:
+                return
+            if not chunk:
+                return
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                self._deliver(json.loads(line))
+
+    def _read_relay(self):
+        while True:
+            m = self.relay.ctl_q.get()
+            if m is None:
+                return
+            self._deliver(m)
+
+    def _deliver(self, m):
+        if "id" in m:
+            self._replies.put(m)
+        else:
+            self.notes.append(m)
+
+    def request(self, method, params=None, ok_errors=False, timeout=10):
+        self._ids += 1
+        rid = f"ctl-{self._ids}"
+        msg = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            msg["params"] = params
+        self._write((json.dumps(msg) + "\n").encode())
+        while True:
+            r = self._replies.get(timeout=timeout)
+            if r["id"] == rid:
+                break
+        if "error" in r:
+            if ok_errors:
+                return None
+            raise AssertionError(f"{method} failed: {r['error']}")
+        if method != "initialize":
+            validate_result(method, r["result"])
+        return r["result"]
+
+    def pending(self):
+        return self.request("approval.list", {"sessionId": SID})["approvals"]
+
+    def wait_pending(self, n=1, timeout=10):
+        deadline = time.monotonic() + timeout
+        while True:
+            a = self.pending()
+            if len(a) >= n:
+                return a
+            assert time.monotonic() < deadline, "the hook's approval never arrived"
+            time.sleep(0.02)
+
+    def close(self):
+        if self.relay:
+            self.relay.close()
+        elif self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+class Relay:
+    """A unix socket in front of `serve`'s stdin/stdout. Each hook
+    connection's request ids are tagged on the way in ("h<conn>:<id>") and
+    restored on the way out, so concurrent hooks get their own replies; the
+    test's own replies ('ctl-N') go to ctl_q."""
+
+    def __init__(self, path):
+        self.proc = subprocess.Popen([binary(), "serve", "--ephemeral", "--manual-clock"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+        self.lock = threading.Lock()
+        self.ctl_q = queue.Queue()
+        self.conns = {}
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(path)
+        self.srv.listen(8)
+        threading.Thread(target=self._accept, daemon=True).start()
+        threading.Thread(target=self._from_server, daemon=True).start()
+
+    def write_ctl(self, b):
+        with self.lock:
+            self.proc.stdin.write(b)
+            self.proc.stdin.flush()
+
+    def _accept(self):
+        n = 0
+        while True:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            n += 1
+            self.conns[n] = c
+            threading.Thread(target=self._from_hook, args=(n, c), daemon=True).start()
+
+    def _from_hook(self, n, c):
+        buf = b""
+        while True:
+            try:
+                b = c.recv(65536)
+            except OSError:
+                return
+            if not b:
+                return
+            buf += b
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                m = json.loads(line)
+                if "id" in m:
+                    m["id"] = f"h{n}:{json.dumps(m['id'])}"
+                self.write_ctl((json.dumps(m) + "\n").encode())
+
+    def _from_server(self):
+        buf = b""
+        while True:
+            b = os.read(self.proc.stdout.fileno(), 65536)
+            if not b:
+                self.ctl_q.put(None)
+                return
+            buf += b
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                m = json.loads(line)
+                rid = m.get("id")
+                if isinstance(rid, str) and rid.startswith("h"):
+                    n, _, orig = rid[1:].partition(":")
+                    m["id"] = json.loads(orig)
+                    try:
+                        self.conns[int(n)].sendall((json.dumps(m) + "\n").encode())
+                    except OSError:
+                        pass
+                elif "id" in m:
+                    self.ctl_q.put(m)
+
+    def close(self):
+        self.srv.close()
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def sockdir():
+    # Unix socket paths are limited to ~107 bytes: keep it short.
+    d = tempfile.mkdtemp(prefix="cbh", dir="/tmp")
+    yield d
+    for f in os.listdir(d):
+        os.unlink(os.path.join(d, f))
+    os.rmdir(d)
+
+
+@pytest.fixture
+def srv(sockdir):
+    s = SocketServer(os.path.join(sockdir, "cb.sock"))
+    yield s
+    s.close()
+
+
+# ---------------------------------------------------------------- no server
+
+@pytest.mark.parametrize("event", [permission(), hook_input("Stop"), hook_input("UserPromptSubmit", prompt="hi")],
+                         ids=["PermissionRequest", "Stop", "UserPromptSubmit"])
+def test_no_server_prints_nothing_and_exits_at_once(sockdir, event):
+    code, out, err, secs = run_hook(event, os.path.join(sockdir, "absent.sock"))
+    assert (code, out) == (0, "")
+    assert secs < 2.0, secs
+
+
+def test_stale_socket_file_without_server(sockdir):
+    path = os.path.join(sockdir, "stale.sock")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(path)
+    s.close()  # the file stays, nobody listens: ECONNREFUSED
+    code, out, _, secs = run_hook(permission(), path, "--verbose")
+    assert (code, out) == (0, "") and secs < 2.0
+
+
+def test_server_that_never_answers_is_bounded_by_timeout(sockdir):
+    path = os.path.join(sockdir, "mute.sock")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(path)
+    s.listen(1)
+    held = []
+    threading.Thread(target=lambda: held.append(s.accept()), daemon=True).start()
+    try:
+        code, out, _, secs = run_hook(permission(), path, "--timeout", "1.5")
+        assert (code, out) == (0, "")
+        assert 1.4 <= secs < 4.0, secs
+        # Other events wait at most --event-timeout.
+        code, out, _, secs = run_hook(hook_input("Stop"), path, "--event-timeout", "0.5")
+        assert (code, out) == (0, "") and secs < 3.0, secs
+    finally:
+        s.close()
+
+
+def test_garbage_stdin_prints_nothing(sockdir):
+    for data in [b"", b"not json", b"[1,2,3]", b'{"hook_event_name":'] + [b"\xff\xfe"]:
+        code, out, _, secs = run_hook(data, os.path.join(sockdir, "x.sock"))
+        assert (code, out) == (0, "") and secs < 2.0, data
+
+
+def test_stdin_never_closed_is_bounded(sockdir):
+    # A hook started from a terminal by hand: stdin open, nothing written.
+    t0 = time.monotonic()
+    p = subprocess.Popen([binary(), "hook", "--timeout", "1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env={**os.environ, "CODINGBRIDGE_SOCKET": os.path.join(sockdir, "x.sock")})
+    try:
+        out, _ = p.communicate(timeout=10)
+    finally:
+        p.stdin.close()
+    assert p.returncode == 0 and out == b""
+    assert time.monotonic() - t0 < 5
+
+
+def test_socket_path_too_long(sockdir):
+    code, out, _, secs = run_hook(permission(), "/tmp/" + "x" * 200 + ".sock")
+    assert (code, out) == (0, "") and secs < 2.0
+
+
+# ---------------------------------------------------------------- with a server
+
+def test_events_update_the_session_and_return_quickly(srv):
+    steps = [
+        (hook_input("SessionStart", source="startup"), None),
+        (hook_input("UserPromptSubmit", prompt="Retry failed webhooks"), "processing"),
+        (hook_input("PreToolUse", tool_name="Bash", tool_use_id="toolu_1", tool_input={"command": "go test ./..."}),
+         "processing"),
+        (hook_input("PreToolUse", tool_name="TodoWrite", tool_use_id="toolu_2", tool_input={"todos": [
+            {"content": "Add retry queue", "status": "completed", "activeForm": "Adding retry queue"},
+            {"content": "Backoff", "status": "in_progress", "activeForm": "Adding backoff"}]}), "processing"),
+        (hook_input("PostToolUse", tool_name="Bash", tool_use_id="toolu_1", tool_input={"command": "go test ./..."},
+                    tool_response={"stdout": "ok"}), "processing"),
+        (hook_input("Notification", message="Claude is waiting for your input", notification_type="idle_prompt"),
+         "processing"),
+    ]
+    for data, status in steps:
+        code, out, err, secs = run_hook(data, srv.path)
+        assert (code, out) == (0, ""), err
+        assert secs < 3.0, (data["hook_event_name"], secs)
+        if status:
+            assert srv.request("session.get", {"sessionId": SID})["session"]["status"] == status
+    s = srv.request("session.get", {"sessionId": SID})["session"]
+    assert s["operation"] == "Running tests"
+    assert s["progress"]["completed"] == 1 and s["progress"]["total"] == 2
+    assert s["projectPath"] == CWD
+    code, out, _, _ = run_hook(hook_input("Stop", stop_hook_active=False), srv.path)
+    assert (code, out) == (0, "")
+    assert srv.request("session.get", {"sessionId": SID})["session"]["status"] == "completed"
+
+
+def test_ask_user_question_becomes_a_question(srv):
+    run_hook(hook_input("UserPromptSubmit", prompt="Set up CI"), srv.path)
+    ask = {"questions": [{"question": "Which CI provider?", "header": "CI", "multiSelect": False,
+                          "options": [{"label": "GitHub Actions"}, {"label": "GitLab CI"}]}]}
+    code, out, _, _ = run_hook(hook_input("PreToolUse", tool_name="AskUserQuestion", tool_use_id="toolu_q",
+                                          tool_input=ask), srv.path)
+    assert (code, out) == (0, "")
+    s = srv.request("session.get", {"sessionId": SID})["session"]
+    assert s["status"] == "awaitingAnswer"
+    assert s["pendingQuestions"][0]["questions"][0]["question"] == "Which CI provider?"
+
+
+@pytest.mark.parametrize("decision", ["allow", "deny"])
+def test_permission_request_decided_on_the_phone(srv, decision):
+    run_hook(hook_input("UserPromptSubmit", prompt="Deploy staging"), srv.path)
+    h = HookProcess(permission(), srv.path, "--timeout", "20")
+    a = srv.wait_pending()[0]
+    assert a["toolName"] == "Bash" and "terraform apply" in a["summary"]
+    # Expires 2 s before the hook gives up (min with the 60 s setting).
+    assert a["expiresAt"] - a["createdAt"] == 18_000
+    time.sleep(0.3)
+    assert h.running(), "the hook waits for the person"
+    r = srv.request("approval.respond", {"requestId": a["requestId"], "decision": decision, "deviceId": "iphone"})
+    assert r["status"] == "accepted"
+    code, out, err, secs = h.finish()
+    assert code == 0, err
+    printed = json.loads(out)
+    expected = {"behavior": "allow"} if decision == "allow" else {
+        "behavior": "deny", "message": "Denied by the user from CodingBridge (iphone)."}
+    assert printed == {"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": expected}}
+    assert out.endswith("\n") and out.count("\n") == 1
+    assert secs < 10
+
+
+def test_permission_request_times_out_on_the_engine_clock(srv):
+    run_hook(hook_input("UserPromptSubmit", prompt="Deploy"), srv.path)
+    h = HookProcess(permission(), srv.path, "--timeout", "30")
+    a = srv.wait_pending()[0]
+    srv.request("debug.advanceClock", {"ms": 27_999})
+    time.sleep(0.3)
+    assert h.running()
+    srv.request("debug.advanceClock", {"ms": 1})  # 28 s = --timeout - 2
+    code, out, err, secs = h.finish()
+    assert (code, out) == (0, ""), err
+    assert secs < 10
+    s = srv.request("session.get", {"sessionId": SID})["session"]
+    assert s["message"] == "Approval timed out - Claude continued"
+    assert srv.request("approval.respond", {"requestId": a["requestId"], "decision": "allow"})["status"] == "expired"
+
+
+def test_permission_request_hook_gives_up_at_its_own_timeout(srv):
+    # The manual clock never moves: the hook's wall-clock bound ends it.
+    h = HookProcess(permission(), srv.path, "--timeout", "2")
+    srv.wait_pending()
+    code, out, _, secs = h.finish()
+    assert (code, out) == (0, "")
+    assert 1.9 <= secs < 5.0, secs
+
+
+def test_permission_request_cancelled_by_stop(srv):
+    run_hook(hook_input("UserPromptSubmit", prompt="Clean up"), srv.path)
+    h = HookProcess(permission("rm -rf ./tmp"), srv.path, "--timeout", "20")
+    srv.wait_pending()
+    # The person answered in the terminal meanwhile; Claude finished the turn.
+    code, out, _, _ = run_hook(hook_input("Stop", stop_hook_active=False), srv.path)
+    assert (code, out) == (0, "")
+    code, out, _, secs = h.finish()
+    assert (code, out) == (0, "") and secs < 10
+    assert srv.pending() == []
+
+
+def test_malformed_hook_input_is_reported_on_stderr_only(srv):
+    code, out, err, secs = run_hook({"hook_event_name": "PreToolUse", "session_id": SID, "tool_name": "Bash",
+                                     "tool_input": "ls -la"}, srv.path)
+    assert (code, out) == (0, "")
+    assert "tool_input" in err and secs < 3.0
