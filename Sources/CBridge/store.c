@@ -338,6 +338,19 @@ int cb_store_commit(cb_store_t *s) {
         return cb_store_fail(s, s->abort_fault, CB_ESTORE, "%s", s->abort_msg);
     }
     if (!s->in_txn) return 0;
+    if (s->path) {
+        /* Someone deleted or renamed the state directory/database while we
+         * serve: SQLite would keep writing to an unlinked file and everything
+         * "acknowledged" from now on would vanish at restart. Refuse instead. */
+        int moved = 0;
+        if (sqlite3_file_control(s->db, "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK && moved) {
+            sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+            s->in_txn = 0;
+            return cb_store_fail(s, CB_STORE_FAULT_DIRECTORY, CB_ESTORE,
+                                 "the database %s was deleted or moved while the server was running; "
+                                 "nothing of this turn was stored. Restart the server to recreate it.", s->path);
+        }
+    }
     int rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
     if (rc == SQLITE_OK) {
         s->in_txn = 0;

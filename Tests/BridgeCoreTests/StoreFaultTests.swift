@@ -128,6 +128,17 @@ private func expectStoreError(_ kind: StoreError.Kind, containing parts: [String
         expectStoreError(.directory, containing: ["empty"]) { _ = try Store(directory: "") }
     }
 
+    @Test func deletedStateDirectoryFailsWritesInsteadOfLosingThem() throws {
+        let tmp = StoreTempDir()
+        let dir = tmp.sub("state")
+        let store = try Store(directory: dir)
+        _ = try store.enqueue(sessionId: "s", kind: "message", payload: "before", nowMs: 1)
+        try store.commit()
+        #expect(system("rm -rf '\(dir)'") == 0)
+        _ = try store.enqueue(sessionId: "s", kind: "message", payload: "after", nowMs: 2)
+        expectStoreError(.directory, containing: ["deleted or moved", dir]) { try store.commit() }
+    }
+
     @Test func sizeLimitFailsTheWholeTurnAndKeepsCommittedData() throws {
         let tmp = StoreTempDir()
         let store = try Store(directory: tmp.path)
