@@ -350,14 +350,23 @@ static int prepare(struct call *c) {
     return 0;
 }
 
-static int gate_ok(unsigned gate, const unsigned char *v, size_t len) {
+/* A bare lowercase word followed by more words is prose ("PASSWORD: attribute
+ * for passing the key"), not a password. */
+static int prose_follows(const unsigned char *v, size_t len, const unsigned char *end_of_text) {
+    for (size_t i = 0; i < len; i++)
+        if (v[i] < 'a' || v[i] > 'z') return 0;
+    const unsigned char *p = v + len;
+    return p + 1 < end_of_text && p[0] == ' ' && p[1] >= 'a' && p[1] <= 'z';
+}
+
+static int gate_ok(unsigned gate, const unsigned char *v, size_t len, const unsigned char *end_of_text) {
     const char *s = (const char *)v;
     switch (gate) {
     case CB_GATE_NONE: return 1;
     case CB_GATE_PLACEHOLDER: return !cb_redact_is_placeholder(s, len);
     case CB_GATE_PASSWORD:
         return !cb_redact_is_placeholder(s, len) && !cb_redact_is_stopword(s, len) && !cb_redact_is_path(s, len) &&
-               s[0] != '-';
+               s[0] != '-' && !prose_follows(v, len, end_of_text);
     case CB_GATE_RANDOM: return cb_redact_looks_random(s, len);
     }
     return 1;
@@ -392,7 +401,7 @@ static int match_at(struct call *c, size_t ri, size_t start, size_t *next, pcre2
     size_t ms = ov[0], me = ov[1], s = ms, e = me;
     if (r->has_group && rc > 1 && ov[2] != PCRE2_UNSET) { s = ov[2]; e = ov[3]; }
     *next = me > ms ? me : me + 1;
-    if (e == s || !gate_ok(r->gate, c->u + s, e - s)) return 0;
+    if (e == s || !gate_ok(r->gate, c->u + s, e - s, c->u + c->n)) return 0;
     return push(c, (uint32_t)ri, 0, s, e, ms, me);
 }
 

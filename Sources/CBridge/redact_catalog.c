@@ -182,7 +182,7 @@ const cb_redact_rule_def cb_redact_catalog[] = {
      "|(?:[A-Za-z0-9+/=:,. \\t\\r\\n-]|\\\\[rnt])*+)",
      {"-----BEGIN"}, 0, CB_GATE_NONE, C},
     {"url-credentials", "Password inside a URL (scheme://user:pass@host)",
-     "(?<=[A-Za-z0-9])://[^\\s/?#@:\"'<>\\[\\]]{0,256}:([^\\s/?#@\"'<>]{1,256})@(?=[A-Za-z0-9\\[._-])",
+     "(?<=[A-Za-z0-9])://[^\\s/?#@:\"'<>\\[\\]]{0,256}:([^\\s/?#@:\"'<>]{1,256})@(?=[A-Za-z0-9\\[._-])",
      {"://"}, 0, CB_GATE_PLACEHOLDER, 0},
     {"url-token", "Token used as the user part of a URL (https://<token>@host)",
      "(?<=[A-Za-z0-9])://([A-Za-z0-9_-]{20,256})@(?=[A-Za-z0-9\\[._-])", {"://"}, 0, CB_GATE_RANDOM, 0},

@@ -142,18 +142,22 @@ int cb_redact_looks_random(const char *s, size_t len) {
     /* Mostly punctuation or spaces: prose, a date, a version list. */
     if (other * 4 > len) return 0;
     /* Identifiers are words and numbers joined by separators (prod-db-2024,
-     * us-east-1, build_42); generated secrets mix letters and digits inside
-     * one run (a8Qm3kP1). Require one such mixed run. */
-    int mixed = 0, seg_l = 0, seg_d = 0;
+     * us-east-1, sqlite3_version, NL80211_KEY_MAX); generated secrets have a
+     * run of 8+ letters and digits that mixes them: two or more digits, or a
+     * digit with both cases (a8Qm3kP1, 550e8400). */
+    int mixed = 0;
+    size_t run = 0, rd = 0, ru = 0, rl = 0;
     for (size_t i = 0; i <= len && !mixed; i++) {
         unsigned char c = i < len ? (unsigned char)s[i] : 0;
-        int l = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'), d = c >= '0' && c <= '9';
-        if (l || d) {
-            seg_l |= l;
-            seg_d |= d;
+        int lo = c >= 'a' && c <= 'z', up = c >= 'A' && c <= 'Z', d = c >= '0' && c <= '9';
+        if (lo || up || d) {
+            run++;
+            rd += d;
+            ru += up;
+            rl += lo;
         } else {
-            mixed = seg_l && seg_d;
-            seg_l = seg_d = 0;
+            mixed = run >= 8 && rd >= 1 && rd < run && (rd >= 2 || (ru && rl));
+            run = rd = ru = rl = 0;
         }
     }
     if (!mixed) return 0;

@@ -171,7 +171,8 @@ let ruleCases: [RuleCase] = {
         let pw = F.password()
         add("url-credentials", [("DATABASE_URL=postgres://app:" + pw + "@db.internal:5432/app", pw),
                                 p("redis://:", F.s(F.alnum, 20), "@cache:6379/0")],
-            ["https://user:${PASSWORD}@host/x", "https://example.com:8080/path?a=b", "see http://host:80/@user"])
+            ["https://user:${PASSWORD}@host/x", "https://example.com:8080/path?a=b", "see http://host:80/@user",
+             "cvs://:pserver:anoncvs@sources.redhat.com:/cvs/src"])
     }
     add("url-token", [p("git clone https://", F.s(F.alnum, 40), "@github.com/org/repo.git")],
         ["ssh://git@github.com/org/repo", "https://" + F.s(F.lower, 30) + "@host"])
@@ -204,7 +205,8 @@ let ruleCases: [RuleCase] = {
         add("generic-password", [("DB_PASSWORD=" + pw, pw), p("{\"password\": \"", "c0rrect-h0rse", "\"}"), p("password: ", "letmein"),
                                  p("MYSQL_ROOT_PASSWORD='", "s3cr3t p4ss", "'")],
             ["password: required", "Please enter your password to continue", "PASSWORD=${DB_PASSWORD}", "PWD=/home/user/project",
-             "password_min_length: true", "DB_PASSWORD=$(cat /run/secrets/db)"])
+             "password_min_length: true", "DB_PASSWORD=$(cat /run/secrets/db)",
+             "@NL80211_ATTR_SAE_PASSWORD: attribute for passing SAE password material"])
     }
     do {
         let key = F.s(F.alnum, 24)
@@ -215,7 +217,8 @@ let ruleCases: [RuleCase] = {
              "token_url = https://oauth2.googleapis.com/token", "API_KEY=$API_KEY", "key: <your-key>",
              "secret: \"{{ .Values.secret }}\"", "token = os.environ[\"TOKEN\"]", "monkey=" + F.s(F.alnum, 20),
              "max_tokens: 4096", "auth: true", "keyboard_layout = qwerty-us", "secret_name = prod-db-2024",
-             "region_key = us-east-1", "token_expiry = 2026-11-22T10:00:00Z", "cache_key: build_42_release"])
+             "region_key = us-east-1", "token_expiry = 2026-11-22T10:00:00Z", "cache_key: build_42_release",
+             "** KEYWORDS: sqlite3_version sqlite3_sourceid", "NL80211_KEY_MAX = __NL80211_KEY_AFTER_LAST - 1"])
     }
     return c
 }()
