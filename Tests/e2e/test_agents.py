@@ -67,8 +67,30 @@ def test_case(spawn, path):
     c = load(path)
     e = c["expect"]
     s = spawn("--ephemeral", "--manual-clock")
-    for b in c.get("before", []):
-        s.request(b["method"], b["params"])
+    stash = {}  # replies that arrived while waiting for another id
+    waiting = []
+    for i, b in enumerate(c.get("before", [])):
+        if b.get("async"):
+            # A call that stays open (a hook waiting for a decision).
+            waiting.append(f"before-{i}")
+            s.send({"jsonrpc": "2.0", "id": f"before-{i}", "method": b["method"], "params": b["params"]})
+            s.request("approval.list")  # it has been applied once this answers
+        else:
+            s.request(b["method"], b["params"])
+    if waiting:
+        s.send({"jsonrpc": "2.0", "id": "main", "method": c["method"], "params": c["input"]})
+        while "main" not in stash:
+            m = s.recv()
+            stash[m["id"]] = m
+        r = stash["main"]["result"]
+        check_result(c, r)
+        for i, d in zip(waiting, e["asyncDecisions"]):
+            while i not in stash:
+                m = s.recv()
+                stash[m["id"]] = m
+            validate_result(c["method"], stash[i]["result"])
+            assert stash[i]["result"]["decision"] == d, stash[i]
+        return
 
     if "error" in e:
         with pytest.raises(RPCFailure) as err:

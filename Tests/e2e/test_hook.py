@@ -436,3 +436,19 @@ def test_malformed_hook_input_is_reported_on_stderr_only(srv):
                                      "tool_input": "ls -la"}, srv.path)
     assert (code, out) == (0, "")
     assert "tool_input" in err and secs < 3.0
+
+
+def test_permission_granted_in_the_terminal_ends_the_phone_request(srv):
+    """The person answered Claude Code's own prompt: the tool ran (PostToolUse),
+    so the phone stops asking and the waiting hook ends without output."""
+    run_hook(hook_input("UserPromptSubmit", prompt="Deploy"), srv.path)
+    req = permission("kubectl rollout restart deploy/api")
+    h = HookProcess(req, srv.path, "--timeout", "20")
+    srv.wait_pending()
+    post = {k: v for k, v in req.items()}
+    post.update(hook_event_name="PostToolUse", tool_use_id="toolu_k", tool_response={"stdout": "restarted"})
+    code, out, _, _ = run_hook(post, srv.path)
+    assert (code, out) == (0, "")
+    code, out, _, secs = h.finish()
+    assert (code, out) == (0, "") and secs < 10
+    assert srv.pending() == []

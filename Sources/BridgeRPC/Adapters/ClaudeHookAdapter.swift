@@ -13,7 +13,9 @@ import BridgeEngine
 /// - UserPromptSubmit -> task_started (processing)
 /// - PreToolUse -> tool_use (operation text); TodoWrite -> progress;
 ///   AskUserQuestion -> question (id = tool_use_id)
-/// - PostToolUse AskUserQuestion -> the question is answered (at the terminal)
+/// - PostToolUse AskUserQuestion -> the question is answered (at the terminal);
+///   PostToolUse of a tool whose PermissionRequest is still pending -> that
+///   approval is cancelled (it was granted in Claude Code's own prompt)
 /// - PermissionRequest -> approval_request; the hook waits for the decision
 ///   (AskUserQuestion's own prompt is left to Claude Code: it is a question)
 /// - Stop -> task_completed; SessionEnd while running -> task_completed
@@ -62,6 +64,10 @@ public enum ClaudeHookAdapter {
                 let answers = ToolCalls.answers(from: o["tool_response"])
                 if answers.isEmpty { m.ignore("AskUserQuestion result carries no answers we can read") }
                 else { m.events.append(.questionAnswer(questionId: qid, answers: answers, deviceId: "terminal")) }
+            } else if let stale = session?.pendingApprovals.filter({ isHookRequest($0, for: t.name, t.input) }), !stale.isEmpty {
+                // The tool ran, so its permission was granted in Claude Code's
+                // own prompt: the phone must stop asking.
+                for a in stale { add(.approvalCancelled(requestId: a.requestId)) }
             } else {
                 m.ignore("PostToolUse: the operation line already shows \(t.name)")
             }
@@ -105,6 +111,11 @@ public enum ClaudeHookAdapter {
             m.ignore("\(event): nothing to show")
         }
         return m
+    }
+
+    /// A pending approval this adapter made for the same tool call.
+    static func isHookRequest(_ a: ApprovalRequest, for name: String, _ input: [String: JSON]) -> Bool {
+        a.requestId.hasPrefix("hook-") && a.tool == ToolCalls.toolUse(name: name, input: input)
     }
 
     /// What the hook prints for Claude Code (PermissionRequest decision
