@@ -46,6 +46,13 @@ public struct Engine {
         return t
     }
 
+    /// Something only the app can observe (a notification tapped, a Live
+    /// Activity that failed to start, a recovery attempt): an Analytics
+    /// counter. No effects, so not an event of `apply`.
+    public mutating func recordAppMetric(_ m: BackgroundMetric, count: Int = 1) {
+        state.metrics.count(m, by: max(0, count))
+    }
+
     /// When the host must call `apply(.tick, now:)` next (nil: nothing pending).
     /// May be earlier than needed (a stale entry); a tick then does nothing.
     public var nextDeadline: Millis? { state.deadlines.top?.at }

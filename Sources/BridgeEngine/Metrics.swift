@@ -14,6 +14,15 @@ public enum BackgroundMetric: String, Sendable, CaseIterable {
     case pushTokenRegistrationFailed, liveActivityStartFailed, notificationDeliveryFailed
 }
 
+extension BackgroundMetric {
+    /// Counters only the app can observe; the engine counts the others itself
+    /// (notificationSent, approvalFromNotification, liveActivityStarted, ...).
+    public static let appReported: [BackgroundMetric] = [
+        .notificationTapped, .notificationDismissed, .liveActivityTapped, .backgroundRecoveryAttempted,
+        .backgroundRecoverySucceeded, .pushTokenRegistrationFailed, .liveActivityStartFailed, .notificationDeliveryFailed,
+    ]
+}
+
 public struct Metrics: Equatable, Sendable {
     public private(set) var counters: [BackgroundMetric: Int] = [:]
     /// Approvals that timed out before anyone answered ("Zero missed approvals").

@@ -77,6 +77,9 @@ public final class EngineHost {
         return t
     }
 
+    /// An app-side Analytics counter (`metrics.record`).
+    public func recordAppMetric(_ m: BackgroundMetric, count: Int) { engine.recordAppMetric(m, count: count) }
+
     private func perform(_ effects: [Effect]) {
         guard !effects.isEmpty else { return }
         let now = self.now

@@ -193,3 +193,15 @@ import Testing
         #expect(m.recoveryRate == 1.0)
     }
 }
+
+@Suite struct AppMetricTests {
+    @Test func appReportedCountersAndRecoveryRate() {
+        var h = Harness()
+        h.engine.recordAppMetric(.notificationTapped)
+        h.engine.recordAppMetric(.backgroundRecoveryAttempted, count: 4)
+        h.engine.recordAppMetric(.backgroundRecoverySucceeded, count: 3)
+        #expect(h.engine.metrics[.notificationTapped] == 1)
+        #expect(h.engine.metrics.recoveryRate == 0.75)
+        #expect(!BackgroundMetric.appReported.contains(.notificationSent))   // the engine counts that itself
+    }
+}

@@ -424,3 +424,15 @@ def test_lsp_framing_flow(lsp_server):
     assert only(n, "notification.post")[0]["id"] == "approval:r1"
     r, _ = f.respond("r1", "allow")
     assert r["status"] == "accepted"
+
+
+def test_metrics_record_app_side_counters(flow):
+    r, _ = flow.req("metrics.record", {"metric": "notificationTapped"})
+    assert r["counters"]["notificationTapped"] == 1
+    r, _ = flow.req("metrics.record", {"metric": "backgroundRecoveryAttempted", "count": 4})
+    r, _ = flow.req("metrics.record", {"metric": "backgroundRecoverySucceeded", "count": 3})
+    assert r["recoveryRate"] == 0.75
+    for bad, param in [({"metric": "notificationSent"}, "metric"), ({"metric": "notificationTapped", "count": 0}, "count")]:
+        with pytest.raises(RPCFailure) as e:
+            flow.req("metrics.record", bad)
+        assert e.value.code == -32602 and e.value.data["param"] == param

@@ -107,6 +107,19 @@ extension MethodTable {
 
         on("metrics.get") { _, _ in EngineCoding.metrics(host.engine.metrics) }
 
+        // What only the app sees (EDGE-CASES Analytics): taps, dismissals,
+        // delivery and Live Activity start failures, recovery attempts.
+        on("metrics.record") { p, _ in
+            let name = try p.oneOf("metric", BackgroundMetric.appReported.map(\.rawValue))
+            let count: Int = try p.optional("count") ?? 1
+            guard (1...1000).contains(count) else {
+                throw RPCError.invalidParams("invalid params: 'count' must be in 1...1000",
+                                             data: ["param": "count", "expected": "integer 1...1000", "got": .int(Int64(count))])
+            }
+            host.recordAppMetric(BackgroundMetric(rawValue: name)!, count: count)
+            return EngineCoding.metrics(host.engine.metrics)
+        }
+
         on("deeplink.parse") { p, _ in
             let url: String = try p.required("url")
             switch DeepLink.parse(url) {
