@@ -413,10 +413,13 @@ def test_permission_request_times_out_on_the_engine_clock(srv):
 def test_permission_request_hook_gives_up_at_its_own_timeout(srv):
     # The manual clock never moves: the hook's wall-clock bound ends it.
     h = HookProcess(permission(), srv.path, "--timeout", "2")
-    srv.wait_pending()
+    a = srv.wait_pending()[0]
     code, out, _, secs = h.finish()
     assert (code, out) == (0, "")
     assert 1.9 <= secs < 5.0, secs
+    # A decision after the hook left goes nowhere, and the server keeps serving.
+    assert srv.request("approval.respond", {"requestId": a["requestId"], "decision": "allow"})["status"] == "accepted"
+    assert srv.request("session.get", {"sessionId": SID})["session"]["pendingApprovalCount"] == 0
 
 
 def test_permission_request_cancelled_by_stop(srv):
