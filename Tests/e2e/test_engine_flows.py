@@ -436,3 +436,20 @@ def test_metrics_record_app_side_counters(flow):
         with pytest.raises(RPCFailure) as e:
             flow.req("metrics.record", bad)
         assert e.value.code == -32602 and e.value.data["param"] == param
+
+
+def test_demo_runs_without_a_tty_and_shows_the_story():
+    import subprocess
+    from conftest import binary
+    r = subprocess.run([binary(), "demo", "--instant"], capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr.decode()
+    out = r.stdout.decode()
+    assert out.isascii()                                  # not a terminal: plain ASCII
+    for expected in ["Live Activity started", "Notification: Approval Needed (timeSensitive, sound)",
+                     "Run: NPM_TOKEN=[REDACTED] npm install jsonwebtoken@9", "[Approve] [Deny]",
+                     "approval.respond -> accepted", "answers 'alreadyResolved'", "4 of 4 tasks complete",
+                     "Notification: Task Complete (active, sound)", "( MyApp - done - 3:44 )"]:
+        assert expected in out, expected
+    assert "npm_Zq8xV4mB2nK7pR1sT9wY3cD6fH0jL5gA" not in out    # the secret never reaches a screen
+    r = subprocess.run([binary(), "demo", "--instant", "--private-details"], capture_output=True, timeout=60)
+    assert "Claude needs permission to continue" in r.stdout.decode()
