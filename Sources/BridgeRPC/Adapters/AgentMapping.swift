@@ -41,6 +41,14 @@ public struct AgentMapping: Equatable {
         }
     }
 
+    /// Fields we do not read are expected (agents add fields all the
+    /// time); they are named in the debug log so a format change is visible.
+    func logUnknownFields(_ o: [String: JSON], known: Set<String>) {
+        guard Log.enabled(.debug) else { return }
+        let unknown = o.keys.filter { !known.contains($0) }.sorted()
+        if !unknown.isEmpty { Log.debug("agent \(kind): fields not used: \(unknown.joined(separator: ", "))") }
+    }
+
     mutating func ignore(_ reason: String) {
         ignored.append(reason)
         Log.debug("agent \(kind)\(sessionId.map { " session \($0)" } ?? ""): ignored: \(reason)")

@@ -26,6 +26,11 @@ public enum ClaudeHookAdapter {
     public static let knownEvents = ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PermissionRequest",
                                      "Notification", "Stop", "SubagentStop", "SessionEnd", "PreCompact"]
 
+    static let knownFields: Set<String> = [
+        "session_id", "transcript_path", "cwd", "permission_mode", "hook_event_name", "prompt", "tool_name",
+        "tool_input", "tool_use_id", "tool_response", "message", "notification_type", "source", "reason",
+        "stop_hook_active", "last_assistant_message", "timeoutSeconds"]
+
     public static func map(_ raw: JSON?, engine: Engine, ids: inout AgentIdSource) throws -> AgentMapping {
         let o = try AgentFields.object(raw, source)
         let event = try AgentFields.requiredString(o, "hook_event_name", source)
@@ -38,6 +43,7 @@ public enum ClaudeHookAdapter {
         let cwd = try AgentFields.optionalString(o, "cwd", source)
         _ = try AgentFields.optionalString(o, "transcript_path", source)
         var m = AgentMapping(kind: event, sessionId: sid)
+        m.logUnknownFields(o, known: knownFields)
         func add(_ k: AgentEvent.Kind) {
             m.events.append(.agent(AgentEvent(sessionId: sid, kind: k, projectPath: cwd)))
         }
