@@ -77,8 +77,9 @@ public struct Engine {
     // MARK: - Helpers shared by the rule files
 
     mutating func withSession<R>(_ id: String, now: Millis, _ body: (inout Session) -> R) -> R {
-        if state.sessions[id] == nil { state.sessions[id] = Session(id: id, now: now) }
-        return body(&state.sessions[id]!)
+        // `[key, default:]` modifies in place; `sessions[id] == nil` would copy
+        // the whole Session out just to compare (hot path: every agent event).
+        return body(&state.sessions[id, default: Session(id: id, now: now)])
     }
 
     mutating func nextId(_ prefix: String, _ sessionId: String) -> String {

@@ -136,7 +136,7 @@ extension Engine {
 
     /// Sends an update if the activity belongs to `sessionId` and what it shows changed.
     mutating func refreshActivity(_ sessionId: String, now: Millis, force: Bool = false, into effects: inout [Effect]) {
-        guard let a = state.activity, a.sessionId == sessionId, let s = state.sessions[sessionId] else { return }
+        guard state.activity?.sessionId == sessionId, let a = state.activity, let s = state.sessions[sessionId] else { return }
         // Cheap check first: rendering strings for every tool call of a busy
         // session would dominate the engine's cost. (Settings changes force a
         // full comparison: privacy and locale change the text, not the state.)

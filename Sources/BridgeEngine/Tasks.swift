@@ -22,13 +22,13 @@ extension Engine {
             // pending requests, message); a new operation line alone reaches
             // the person through the Live Activity (and session.get), so a
             // burst of tool calls does not flood the app.
-            let changed = withSession(e.sessionId, now: now) { s -> Bool in
+            let (changed, idle) = withSession(e.sessionId, now: now) { s -> (Bool, Bool) in
                 let changed = s.run != .running || s.message != nil
                 s.operation = op
                 s.message = nil
-                return changed
+                return (changed, s.run != .running)
             }
-            if state.sessions[e.sessionId]!.run != .running { startTask(e.sessionId, now: now, keepOperation: true) }
+            if idle { startTask(e.sessionId, now: now, keepOperation: true) }
             // No notification per tool (OVERVIEW "Non-Goals"); at most a silent update.
             if changed { effects.append(.sessionChanged(sessionId: e.sessionId)) }
             if state.activity == nil { startActivity(e.sessionId, now: now, into: &effects) }
@@ -36,11 +36,11 @@ extension Engine {
 
         case .progress(let todos):
             let p = TodoProgress(todos: todos)
-            let changed = withSession(e.sessionId, now: now) { s -> Bool in
+            let (changed, idle) = withSession(e.sessionId, now: now) { s -> (Bool, Bool) in
                 defer { s.progress = p }
-                return s.progress != p || s.run != .running
+                return (s.progress != p || s.run != .running, s.run != .running)
             }
-            if state.sessions[e.sessionId]!.run != .running { startTask(e.sessionId, now: now, keepOperation: true) }
+            if idle { startTask(e.sessionId, now: now, keepOperation: true) }
             if changed { effects.append(.sessionChanged(sessionId: e.sessionId)) }
             if state.activity == nil { startActivity(e.sessionId, now: now, into: &effects) }
             refreshActivity(e.sessionId, now: now, into: &effects)
