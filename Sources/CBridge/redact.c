@@ -350,13 +350,19 @@ static int prepare(struct call *c) {
     return 0;
 }
 
-/* A bare lowercase word followed by more words is prose ("PASSWORD: attribute
- * for passing the key"), not a password. */
+/* A plain word ("attribute", "New", "Ditto.") followed by more words, or
+ * ending a sentence, is prose ("PASSWORD: attribute for passing the key",
+ * ChangeLog lines "* passphrase.c: New file."), not a password. */
 static int prose_follows(const unsigned char *v, size_t len, const unsigned char *end_of_text) {
-    for (size_t i = 0; i < len; i++)
+    if (len == 0) return 0;
+    int punct = v[len - 1] != 0 && strchr(".,;:!?", v[len - 1]) != NULL;
+    size_t wl = punct ? len - 1 : len;
+    if (wl == 0 || !((v[0] >= 'a' && v[0] <= 'z') || (v[0] >= 'A' && v[0] <= 'Z'))) return 0;
+    for (size_t i = 1; i < wl; i++)
         if (v[i] < 'a' || v[i] > 'z') return 0;
+    if (punct) return 1;
     const unsigned char *p = v + len;
-    return p + 1 < end_of_text && p[0] == ' ' && p[1] >= 'a' && p[1] <= 'z';
+    return p + 1 < end_of_text && p[0] == ' ' && ((p[1] >= 'a' && p[1] <= 'z') || (p[1] >= 'A' && p[1] <= 'Z'));
 }
 
 static int gate_ok(unsigned gate, const unsigned char *v, size_t len, const unsigned char *end_of_text) {

@@ -199,7 +199,7 @@ const cb_redact_rule_def cb_redact_catalog[] = {
      {"x-api-key", "x-auth-token", "private-token", "x-goog-api-key", "ocp-apim-subscription-key",
       "x-access-token"}, 0, CB_GATE_PASSWORD, B | A},
     {"curl-user-password", "curl -u / --user user:password",
-     "(?<![\\w-])(?:-u[ \\t]*|--user(?:[ \\t]+|=))[\"']?[^\\s:\"']{1,128}:([^\\s\"']{1,256})",
+     "(?<![\\w-])(?:-u[ \\t]*|--user(?:[ \\t]+|=))[\"']?[!#-&(-9;-~]{1,128}:([!#-&(-~]{1,256})",
      {"-u", "--user"}, 0, CB_GATE_PLACEHOLDER, C},
     {"connection-string-password", "Password=/Pwd= inside a ;-separated connection string",
      "(?i)(?<=;|; )(?:password|pwd)\\s*=\\s*([^;\"'\\r\\n]{1,256})", {"password", "pwd"}, 0, CB_GATE_PLACEHOLDER, A},

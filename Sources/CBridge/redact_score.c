@@ -111,7 +111,8 @@ int cb_redact_is_stopword(const char *s, size_t len) {
         "hidden", "masked", "default", "unset", "not set", "n/a", "na", "missing",
         "invalid", "incorrect", "expired", "changed", "reset", "updated", "saved", "the", "a", "an",
         "is", "was", "your", "my", "please", "enter", "type", "prompt", "ask", "generated", "auto",
-        "env", "file", "stdin", NULL};
+        "env", "file", "stdin", "or", "and", "to", "with", "for", "of", "in", "if", "then", "not", "as", "when",
+        "from", "by", "instead", NULL};
     for (int i = 0; words[i]; i++)
         if (strlen(words[i]) == len && strncasecmp(s, words[i], len) == 0) return 1;
     return 0;

@@ -198,7 +198,8 @@ let ruleCases: [RuleCase] = {
         let pw = F.password()
         add("cli-secret-flag", [("mysql -u root --password=" + pw + " db", pw), p("gh auth login --token ", F.s(F.alnum, 30)),
                                 p("vault login --db-password ", "hunter2")],
-            ["--password-file /run/secrets/db", "cmd --token $TOKEN", "app --password --verbose"])
+            ["--password-file /run/secrets/db", "cmd --token $TOKEN", "app --password --verbose",
+             "decrypt without --try-secret-key or --default-key."])
     }
     do {
         let pw = F.password()
@@ -206,7 +207,8 @@ let ruleCases: [RuleCase] = {
                                  p("MYSQL_ROOT_PASSWORD='", "s3cr3t p4ss", "'")],
             ["password: required", "Please enter your password to continue", "PASSWORD=${DB_PASSWORD}", "PWD=/home/user/project",
              "password_min_length: true", "DB_PASSWORD=$(cat /run/secrets/db)",
-             "@NL80211_ATTR_SAE_PASSWORD: attribute for passing SAE password material"])
+             "@NL80211_ATTR_SAE_PASSWORD: attribute for passing SAE password material",
+             "\t* sm/passphrase.c: New file.", "* update-passwd.8: Document that backups are kept", "* agent/preset-passphrase.c: Ditto."])
     }
     do {
         let key = F.s(F.alnum, 24)
