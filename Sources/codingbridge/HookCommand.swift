@@ -32,10 +32,11 @@ struct HookCommand: ParsableCommand {
         events: forwarded, exit within --event-timeout.
 
         Exit status is always 0. On timeout, when no server listens, or on \
-        any error the hook prints nothing (a note goes to stderr), and Claude \
+        any error the hook prints nothing (--verbose says why on stderr), and Claude \
         Code falls back to its own permission prompt.
 
-        Socket: --socket, else $CODINGBRIDGE_SOCKET, else \
+        Socket: --socket (or --state-dir DIR: DIR/codingbridge.sock), else \
+        $CODINGBRIDGE_SOCKET, else \
         $XDG_STATE_HOME/codingbridge/codingbridge.sock (or \
         ~/.local/state/codingbridge/codingbridge.sock): what \
         'codingbridge serve --listen unix' uses.
@@ -43,6 +44,9 @@ struct HookCommand: ParsableCommand {
 
     @Option(name: .long, help: "The server's unix socket (default: $CODINGBRIDGE_SOCKET, else the state directory's codingbridge.sock).")
     var socket: String?
+
+    @Option(name: .long, help: "The server's --state-dir: its socket is <dir>/codingbridge.sock (when --socket is not given).")
+    var stateDir: String?
 
     @Option(name: .long, help: "Seconds to wait for a permission decision; keep it under the hook's timeout in settings.json.")
     var timeout: Double = 55
@@ -83,7 +87,7 @@ struct HookCommand: ParsableCommand {
         if waitsForDecision { object["timeoutSeconds"] = .double(max(1, timeout - 2)) }
         let deadline = start + (waitsForDecision ? timeout : min(timeout, eventTimeout))
 
-        let path = HookSocket.path(option: socket)
+        let path = HookSocket.path(option: socket ?? stateDir.map { $0 + "/codingbridge.sock" })
         let fd: Int32
         switch HookSocket.connect(path, deadline: deadline) {
         case .success(let f): fd = f

@@ -455,3 +455,49 @@ def test_permission_granted_in_the_terminal_ends_the_phone_request(srv):
     code, out, _, secs = h.finish()
     assert (code, out) == (0, "") and secs < 10
     assert srv.pending() == []
+
+
+def test_socket_path_resolution(sockdir):
+    """--socket, else --state-dir/codingbridge.sock, else $CODINGBRIDGE_SOCKET,
+    else $XDG_STATE_HOME/codingbridge/codingbridge.sock, else
+    ~/.local/state/codingbridge/codingbridge.sock."""
+    def listener(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(path)
+        s.listen(4)
+        s.settimeout(5)
+        return s
+
+    def reached(s, args, env):
+        e = {k: v for k, v in os.environ.items() if k not in ("CODINGBRIDGE_SOCKET", "XDG_STATE_HOME")}
+        e.update(env)
+        p = subprocess.Popen([binary(), "hook", "--event-timeout", "0.3", *args], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
+        p.stdin.write(json.dumps(hook_input("Stop")).encode())
+        p.stdin.close()
+        try:
+            c, _ = s.accept()
+            line = c.makefile("rb").readline()
+            c.close()
+        except socket.timeout:
+            line = b""
+        p.wait(timeout=10)
+        assert p.returncode == 0 and p.stdout.read() == b""
+        return json.loads(line)["method"] == "initialize" if line else False
+
+    a = listener(os.path.join(sockdir, "a.sock"))
+    xdg = listener(os.path.join(sockdir, "xdg", "codingbridge", "codingbridge.sock"))
+    home = listener(os.path.join(sockdir, "home", ".local", "state", "codingbridge", "codingbridge.sock"))
+    state = listener(os.path.join(sockdir, "st", "codingbridge.sock"))
+    try:
+        assert reached(a, ["--socket", a.getsockname()], {"CODINGBRIDGE_SOCKET": "/nonexistent.sock"})
+        assert reached(state, ["--state-dir", os.path.join(sockdir, "st")], {"CODINGBRIDGE_SOCKET": "/nonexistent.sock"})
+        assert reached(a, [], {"CODINGBRIDGE_SOCKET": a.getsockname(), "XDG_STATE_HOME": os.path.join(sockdir, "xdg")})
+        assert reached(xdg, [], {"XDG_STATE_HOME": os.path.join(sockdir, "xdg"), "HOME": os.path.join(sockdir, "home")})
+        assert reached(home, [], {"HOME": os.path.join(sockdir, "home")})
+    finally:
+        for s in (a, xdg, home, state):
+            s.close()
+        for d in ("xdg", "home", "st"):
+            subprocess.run(["rm", "-rf", os.path.join(sockdir, d)])
