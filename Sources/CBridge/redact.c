@@ -46,6 +46,7 @@ struct cb_redact_rules {
     uint64_t bloom[(1u << 18) / 64]; /* set of trigger prefixes as 6-bit-coded trigrams */
     pcre2_match_context *mctx; /* read-only after creation: shareable */
     uint64_t budget_ns;        /* custom rules: matching time per call */
+    size_t first_custom;       /* rules[first_custom...] are custom (unanchored) */
     uint32_t max_pairs;
     int all_jit;
 };
@@ -268,6 +269,7 @@ int cb_redact_rules_create(const cb_redact_custom_rule *custom, size_t ncustom, 
                     goto fail;
     }
     rs->nrules = nb + ncustom;
+    rs->first_custom = nb;
     *out = rs;
     return 0;
 fail:
@@ -546,8 +548,7 @@ int cb_redact_run(const cb_redact_rules_t *rs, const char *text, size_t n, unsig
     /* 2. Custom rules: unanchored, over the whole text, a window of start
      * positions per call (the offset limit) so the time budget is checked
      * between calls. */
-    for (size_t ri = 0; !rc && ri < rs->nrules; ri++) {
-        if (rs->rules[ri].anchored) continue;
+    for (size_t ri = rs->first_custom; !rc && ri < rs->nrules; ri++) {
         if ((rc = prepare(&c))) break;
         if (!res->cmctx && !(res->cmctx = pcre2_match_context_copy(rs->mctx))) { rc = CB_ENOMEM; break; }
         pcre2_match_context *cm = res->cmctx;

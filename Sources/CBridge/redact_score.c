@@ -13,8 +13,17 @@
 /* Shannon entropy without clearing a 256-entry table per call: values are
  * short, so the counts of the bytes present are zeroed, counted and read
  * back in three passes over the value. H = log2(n) - sum(c log2 c) / n. */
+/* c * log2(c) for the counts of short values, computed once. */
+static double clog2c[257];
+static pthread_once_t clog2c_once = PTHREAD_ONCE_INIT;
+static void clog2c_init(void) {
+    for (int c = 1; c <= 256; c++) clog2c[c] = c * log2((double)c);
+}
+static inline double c_log2_c(uint32_t c) { return c <= 256 ? clog2c[c] : c * log2((double)c); }
+
 double cb_redact_entropy(const char *s, size_t len) {
     if (len == 0) return 0;
+    pthread_once(&clog2c_once, clog2c_init);
     const unsigned char *u = (const unsigned char *)s;
     uint32_t counts[256];
     for (size_t i = 0; i < len; i++) counts[u[i]] = 0;
@@ -23,11 +32,11 @@ double cb_redact_entropy(const char *s, size_t len) {
     for (size_t i = 0; i < len; i++) {
         uint32_t c = counts[u[i]];
         if (c) {
-            sum += c * log2((double)c);
+            sum += c_log2_c(c);
             counts[u[i]] = 0; /* each distinct byte once */
         }
     }
-    return log2((double)len) - sum / (double)len;
+    return (len <= 256 ? clog2c[len] / (double)len : log2((double)len)) - sum / (double)len;
 }
 
 /* Placeholder needles: one list, scanned in one pass over the lowercased
@@ -127,40 +136,39 @@ int cb_redact_is_path(const char *s, size_t len) {
     return 0;
 }
 
+/* Character classes for the randomness gate: 1 lower, 2 upper, 4 digit. */
+static const unsigned char cls[256] = {['a' ... 'z'] = 1, ['A' ... 'Z'] = 2, ['0' ... '9'] = 4};
+
 int cb_redact_looks_random(const char *s, size_t len) {
     if (len < 12) return 0;
-    size_t lower = 0, upper = 0, digit = 0, other = 0;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 'a' && c <= 'z') lower++;
-        else if (c >= 'A' && c <= 'Z') upper++;
-        else if (c >= '0' && c <= '9') digit++;
-        else other++;
-    }
-    /* Generated secrets mix letters and digits; words, identifiers
-     * (get_user_token), numbers and prose do not. */
-    if (digit == 0 || lower + upper == 0) return 0;
-    /* Mostly punctuation or spaces: prose, a date, a version list. */
-    if (other * 4 > len) return 0;
-    /* Identifiers are words and numbers joined by separators (prod-db-2024,
-     * us-east-1, sqlite3_version, NL80211_KEY_MAX); generated secrets have a
-     * run of 8+ letters and digits that mixes them: two or more digits, or a
-     * digit with both cases (a8Qm3kP1, 550e8400). */
+    const unsigned char *u = (const unsigned char *)s;
+    /* One pass: the classes present overall, how much is punctuation, and
+     * whether some run of letters/digits mixes them.
+     * - Generated secrets mix letters and digits; words, identifiers
+     *   (get_user_token), numbers and prose do not.
+     * - Mostly punctuation or spaces: prose, a date, a version list.
+     * - Identifiers are words and numbers joined by separators (prod-db-2024,
+     *   us-east-1, sqlite3_version, NL80211_KEY_MAX); generated secrets have
+     *   a run of 8+ letters and digits that mixes them: two or more digits,
+     *   or a digit with both cases (a8Qm3kP1, 550e8400). */
+    unsigned all = 0, rmask = 0;
+    size_t other = 0, run = 0, rd = 0;
     int mixed = 0;
-    size_t run = 0, rd = 0, ru = 0, rl = 0;
-    for (size_t i = 0; i <= len && !mixed; i++) {
-        unsigned char c = i < len ? (unsigned char)s[i] : 0;
-        int lo = c >= 'a' && c <= 'z', up = c >= 'A' && c <= 'Z', d = c >= '0' && c <= '9';
-        if (lo || up || d) {
+    for (size_t i = 0; i <= len; i++) {
+        unsigned k = i < len ? cls[u[i]] : 0;
+        if (k) {
             run++;
-            rd += d;
-            ru += up;
-            rl += lo;
-        } else {
-            mixed = run >= 8 && rd >= 1 && rd < run && (rd >= 2 || (ru && rl));
-            run = rd = ru = rl = 0;
+            rmask |= k;
+            rd += k >> 2;
+            continue;
         }
+        other += i < len;
+        all |= rmask;
+        mixed |= run >= 8 && rd >= 1 && rd < run && (rd >= 2 || (rmask & 3) == 3);
+        run = rd = rmask = 0;
     }
+    if (!(all & 4) || !(all & 3)) return 0;
+    if (other * 4 > len) return 0;
     if (!mixed) return 0;
     double h = cb_redact_entropy(s, len);
     /* A random string over [A-Za-z0-9] of length n has an entropy close to
