@@ -10,7 +10,8 @@ import BridgeEngine
 /// (SessionEnd), `stop_hook_active` (Stop, SubagentStop).
 ///
 /// Mapping (the engine decides what the person sees):
-/// - UserPromptSubmit -> task_started (processing)
+/// - UserPromptSubmit -> task_started (processing); a PermissionRequest of
+///   this session still waiting is cancelled first (the turn it belonged to is over)
 /// - PreToolUse -> tool_use (operation text); TodoWrite -> progress;
 ///   AskUserQuestion -> question (id = tool_use_id)
 /// - PostToolUse AskUserQuestion -> the question is answered (at the terminal);
@@ -56,7 +57,13 @@ public enum ClaudeHookAdapter {
 
         switch event {
         case "UserPromptSubmit":
-            add(.taskStarted(prompt: try AgentFields.optionalString(o, "prompt", source)))
+            let prompt = try AgentFields.optionalString(o, "prompt", source)
+            // A new prompt means the last turn is over (the person interrupted
+            // it or answered in the terminal): nothing waits for a permission.
+            for a in engine.session(sid)?.pendingApprovals ?? [] where a.requestId.hasPrefix("hook-") {
+                add(.approvalCancelled(requestId: a.requestId))
+            }
+            add(.taskStarted(prompt: prompt))
 
         case "PreToolUse":
             let t = try tool()
