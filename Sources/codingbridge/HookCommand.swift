@@ -67,7 +67,7 @@ struct HookCommand: ParsableCommand {
         // Hard bound: whatever happens below, exit 0 shortly after the deadline.
         signal(SIGALRM) { _ in _exit(0) }
         signal(SIGPIPE, SIG_IGN)
-        alarm(UInt32(timeout.rounded(.up)) + 2)
+        alarm(UInt32(min(timeout, 10).rounded(.up)) + 2)
 
         let note: (String) -> Void = { msg in
             if verbose { HookIO.stderr("codingbridge hook: \(msg)") }
@@ -86,6 +86,8 @@ struct HookCommand: ParsableCommand {
         let waitsForDecision = event == "PermissionRequest"
         if waitsForDecision { object["timeoutSeconds"] = .double(max(1, timeout - 2)) }
         let deadline = start + (waitsForDecision ? timeout : min(timeout, eventTimeout))
+        // Re-armed for this event: the backstop sits one second past the deadline.
+        alarm(UInt32(max(0, deadline - HookClock.now()).rounded(.up)) + 1)
 
         let path = HookSocket.path(option: socket ?? stateDir.map { $0 + "/codingbridge.sock" })
         let fd: Int32

@@ -71,8 +71,6 @@ final class AgentAdapterState {
         guard let ks = waiting.removeValue(forKey: rid) else { return }
         for k in ks { k(r, by) }
     }
-
-    var waitingCount: Int { waiting.count }
 }
 
 enum AgentMethods {
