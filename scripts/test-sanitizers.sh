@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The test suite under sanitizers (the second test command; `make test` is the
+# first). Three parts, each in its own scratch dir so it never fights the
+# normal build:
+#   1. swift test --sanitize=address   (.build-asan; LeakSanitizer on, with
+#      scripts/lsan.supp for the one known false report in Swift binaries)
+#   2. swift test --sanitize=undefined (.build-ubsan; any report fails)
+#   3. the C runtime's own drivers under ASan+UBSan+LSan: Tests/ctime and every
+#      Tests/fuzz/*/run.sh (they already build C with -fsanitize=...; here they
+#      replay their regression inputs and fuzz for $SAN_FUZZ_SECONDS, default 10).
+# Usage: scripts/test-sanitizers.sh [asan] [ubsan] [c]   (default: all three)
+# Prints the wall time of each part.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root="$(pwd)"
+parts=("$@")
+[ ${#parts[@]} -eq 0 ] && parts=(asan ubsan c)
+scripts/embed-spec.sh >/dev/null 2>&1 || true
+
+# Tests that cannot hold under a sanitizer read this (see CB_SANITIZER in the tests).
+export CB_SANITIZER=1
+# halt_on_error: the first report fails the run (no "recoverable" noise).
+# LSan's suppression file names the exact frames of the false report; see the file.
+asan_opts="detect_leaks=1:halt_on_error=1:abort_on_error=0:detect_stack_use_after_return=0:suppressions=$root/scripts/lsan.supp"
+ubsan_opts="print_stacktrace=1:halt_on_error=1"
+status=0
+t_total=$(date +%s)
+
+run_swift() {  # $1 = address|undefined, $2 = scratch dir
+    local san="$1" scratch="$2" log="$2/sanitizer-test.log" t0 rc
+    mkdir -p "$scratch"
+    t0=$(date +%s)
+    echo "== swift test --sanitize=$san ($scratch)" >&2
+    export CB_SANITIZER="$san"
+    set +e
+    ASAN_OPTIONS="$asan_opts" LSAN_OPTIONS="suppressions=$root/scripts/lsan.supp:print_suppressions=0" \
+    UBSAN_OPTIONS="$ubsan_opts" \
+        swift test --sanitize="$san" --scratch-path "$scratch" >"$log" 2>&1
+    rc=$?
+    set -e
+    # UBSan in Swift test binaries recovers by default for some checks: any
+    # "runtime error:" line counts as a failure even when the exit code is 0.
+    if grep -qE "runtime error:|ERROR: (Address|Leak)Sanitizer" "$log"; then [ "$rc" -ne 0 ] || rc=1; fi
+    grep -E "^(✔|✘|􁁛|􀢄)? ?Test run with|Executed [0-9]+ tests|tests? (passed|failed)" "$log" | tail -n 3 >&2 || true
+    if [ "$rc" -ne 0 ]; then
+        grep -nE "runtime error:|Sanitizer|✘|failed" "$log" | head -n 40 >&2 || true
+        tail -n 30 "$log" >&2
+        echo "sanitize=$san: FAILED (log: $log)" >&2
+        status=1
+    else
+        echo "sanitize=$san: clean" >&2
+    fi
+    echo "sanitize=$san: $(( $(date +%s) - t0 )) s" >&2
+}
+
+for p in "${parts[@]}"; do
+    case "$p" in
+    asan) run_swift address "$root/.build-asan" ;;
+    ubsan) run_swift undefined "$root/.build-ubsan" ;;
+    c)
+        t0=$(date +%s)
+        echo "== C runtime drivers under ASan+UBSan+LSan" >&2
+        export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1"
+        for run in Tests/fuzz/*/run.sh; do
+            echo "-- $run" >&2
+            # The dispatch target is Swift (whole server) with its own options.
+            if [[ "$run" == *dispatch* ]]; then
+                ASAN_OPTIONS="detect_leaks=0" FUZZ_SECONDS="${SAN_FUZZ_SECONDS:-10}" bash "$run" || status=1
+            else
+                FUZZ_SECONDS="${SAN_FUZZ_SECONDS:-10}" bash "$run" || status=1
+            fi
+        done
+        echo "C drivers: $(( $(date +%s) - t0 )) s" >&2
+        ;;
+    *) echo "unknown part $p (asan|ubsan|c)" >&2; exit 64 ;;
+    esac
+done
+echo "sanitizers: total $(( $(date +%s) - t_total )) s" >&2
+[ $status -eq 0 ] && echo "sanitizers: all clean" >&2 || echo "sanitizers: FAILED" >&2
+exit $status
