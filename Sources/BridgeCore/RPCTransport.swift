@@ -20,7 +20,7 @@ public struct TransportLimits: Sendable {
 
 /// One JSON-RPC peer (stdio, or in-memory). Owned by its `RPCEndpoint`.
 public final class RPCConnection {
-    fileprivate var raw: UnsafeMutablePointer<cb_conn_t>?
+    var raw: UnsafeMutablePointer<cb_conn_t>?
     public let id: Int
     /// Anything the server wants to remember about this peer.
     public var userInfo: [String: Any] = [:]
@@ -148,7 +148,7 @@ public struct RPCCall {
 /// answers fixed-result methods in C, and hands every other call to `onCall`.
 public final class RPCEndpoint {
     public let loop: EventLoop
-    fileprivate var rpc: UnsafeMutablePointer<cb_rpc_t>!
+    var rpc: UnsafeMutablePointer<cb_rpc_t>!
     fileprivate var connections: [Int: RPCConnection] = [:]
     private var signals: OpaquePointer?
     /// Every call that C does not answer itself.
@@ -236,7 +236,7 @@ public final class RPCEndpoint {
                  dispatched: rpc.pointee.dispatched, errors: rpc.pointee.errors)
     }
 
-    private func adopt(_ raw: UnsafeMutablePointer<cb_conn_t>) -> RPCConnection {
+    func adopt(_ raw: UnsafeMutablePointer<cb_conn_t>) -> RPCConnection {
         let c = RPCConnection(raw)
         raw.pointee.data = Unmanaged.passUnretained(c).toOpaque()
         connections[c.id] = c

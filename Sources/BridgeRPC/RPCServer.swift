@@ -24,8 +24,10 @@ public final class RPCServer {
     public private(set) var phase: Phase = .awaitingInitialize
     /// Set when the server decided to stop; what `serveStdio` returns.
     public private(set) var exitCode: Int32?
-    private var stopping = false
-    private var stdio: RPCConnection?
+    var stopping = false
+    var stdio: RPCConnection?
+    /// Unix-socket listeners and their clients (Listen.swift).
+    public let sockets = SocketClients()
 
     public init(env: ServerEnvironment, methods: MethodTable? = nil) throws {
         self.env = env
@@ -48,8 +50,8 @@ public final class RPCServer {
         endpoint.onCall = { [unowned self] call in self.handle(call) }
         endpoint.onPeerGone = { [unowned self] conn in
             Log.debug("connection \(conn.id): peer gone")
-            if conn === self.stdio { self.stop(exitCode: 0, reason: "end of input") }
-            else { conn.close() }
+            if conn === self.stdio && self.sockets.listeners.isEmpty { self.stop(exitCode: 0, reason: "end of input") }
+            else { self.peerGone(conn) }
         }
         endpoint.onSignal = { [unowned self] sig in
             if self.stopping {
@@ -61,6 +63,7 @@ public final class RPCServer {
             self.stop(exitCode: 0, reason: sig == 15 ? "SIGTERM" : "SIGINT")
         }
         env.broadcast = { [unowned self] method, params in self.broadcast(method, params) }
+        env.send = { [unowned self] audience, method, params in self.send(method, params, to: audience) }
     }
 
     /// Serves stdin/stdout until exit, EOF or a signal; returns the exit code.
@@ -74,9 +77,7 @@ public final class RPCServer {
 
     /// Sends a notification to every connection that completed `initialize`.
     public func broadcast(_ method: String, _ params: JSON) {
-        for c in endpoint.allConnections where c.userInfo["initialized"] != nil {
-            if !c.notify(method, params) { Log.debug("notification \(method) to connection \(c.id) dropped") }
-        }
+        send(method, params, to: .all)
     }
 
     /// An in-process client: bytes in, replies out, no pipes (fuzzers,
@@ -98,6 +99,7 @@ public final class RPCServer {
         exitCode = code
         phase = .stopped
         Log.debug("stopping (\(reason)), exit code \(code)")
+        closeListeners()
         var open = endpoint.allConnections.count
         if open == 0 { finishStop(); return }
         let cancel = endpoint.after(ms: flushTimeoutMs) { [weak self] in
@@ -122,6 +124,7 @@ public final class RPCServer {
     // MARK: dispatch
 
     private func handle(_ call: RPCCall) {
+        if call.connection.isSocket { return handleSocketClient(call) }
         switch call.method {
         case "initialize": initialize(call)
         case "initialized":
@@ -146,16 +149,16 @@ public final class RPCServer {
         }
     }
 
-    private func notInitialized(_ call: RPCCall) {
+    func notInitialized(_ call: RPCCall) {
         call.responder?.error(code: RPCError.notInitializedCode, message: "Server not initialized",
                               data: ["reason": "send initialize first", "method": .string(call.method)])
     }
 
-    private func context(_ c: RPCConnection) -> RPCContext {
+    func context(_ c: RPCConnection) -> RPCContext {
         RPCContext(connectionID: c.id, deviceID: c.userInfo["deviceId"] as? String)
     }
 
-    private func dispatch(_ call: RPCCall) {
+    func dispatch(_ call: RPCCall) {
         guard let handler = methods.handlers[call.method] else {
             let e = RPCError.methodNotFound(call.method)
             call.responder?.error(code: e.code, message: e.message, data: e.data)
@@ -187,9 +190,10 @@ public final class RPCServer {
         }
     }
 
-    private func initialize(_ call: RPCCall) {
+    func initialize(_ call: RPCCall) {
         guard let responder = call.responder else { return } // a notification cannot initialize
-        if phase != .awaitingInitialize {
+        let client = sockets.state(call.connection) // nil: stdio/in-memory, lifecycle process-wide
+        if client.map({ $0.phase != .awaitingInitialize }) ?? (phase != .awaitingInitialize) {
             return responder.error(code: RPCError.invalidRequestCode, message: "Invalid Request",
                                    data: ["reason": "initialize was already received"])
         }
@@ -201,12 +205,18 @@ public final class RPCServer {
             }
             _ = try p.optional("capabilities", as: [String: JSON].self)
             if let device = try p.optional("deviceId", as: String.self) {
+                guard !device.isEmpty else {
+                    throw RPCError.invalidParams("invalid params: 'deviceId' must not be empty",
+                                                 data: ["param": "deviceId", "expected": "non-empty string", "got": ""])
+                }
                 call.connection.userInfo["deviceId"] = device
+            } else if let client {
+                call.connection.userInfo["deviceId"] = client.generatedDeviceID
             }
-            phase = .running
+            if let client { client.phase = .running } else { phase = .running }
             call.connection.userInfo["initialized"] = true
             let methodNames = (Self.builtins + methods.methodNames).sorted()
-            responder.result([
+            var result: [String: JSON] = [
                 "serverInfo": ["name": .string(Self.serverName), "version": .string(BridgeEngineVersion.value)],
                 "protocolVersion": .string(Self.protocolVersion),
                 "capabilities": [
@@ -217,7 +227,9 @@ public final class RPCServer {
                     "manualClock": .bool(env.options.manualClock),
                 ],
                 "recovered": env.recovered(),
-            ])
+            ]
+            if let d = call.connection.userInfo["deviceId"] as? String { result["deviceId"] = .string(d) }
+            responder.result(.object(result))
         } catch let e as RPCError {
             responder.error(code: e.code, message: e.message, data: e.data)
         } catch {

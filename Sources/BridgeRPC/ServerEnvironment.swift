@@ -29,6 +29,9 @@ public final class ServerEnvironment {
     /// The server sets this when it starts; before that it drops nothing
     /// because nothing can happen before the loop runs.
     public var broadcast: (_ method: String, _ params: JSON) -> Void = { _, _ in }
+    /// Sends a notification to some of the clients: one connection, all but
+    /// one ("the other devices"), one device (see `Audience`). Set by the server.
+    public var send: (_ audience: Audience, _ method: String, _ params: JSON) -> Void = { _, _, _ in }
     /// What the server reopened from durable state, reported in `initialize`'s
     /// `recovered` (the store/engine set this; default: nothing recovered).
     public var recovered: () -> JSON = { .object([:]) }

@@ -7,7 +7,7 @@ import Glibc
 
 struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run the JSON-RPC 2.0 server on stdin/stdout.",
+        abstract: "Run the JSON-RPC 2.0 server on stdin/stdout and, with --listen, a unix socket.",
         discussion: """
         Framing is detected from the first bytes the client sends: LSP base protocol \
         ('Content-Length: N' headers, blank line, N bytes) or newline-delimited JSON \
@@ -22,8 +22,21 @@ struct Serve: ParsableCommand {
         the server stops reading that client's input until the queue drains below \
         1 MiB, so memory stays bounded.
 
-        Example:
+        Many devices (--listen): every client of the unix socket is its own \
+        connection with its own framing, lifecycle (initialize per client; its \
+        deviceId, else a generated one; shutdown/exit end that client only) and \
+        output queue; all see the same state. 'unix' alone means \
+        <state dir>/codingbridge.sock (directory 0700); the socket is 0600. A \
+        socket left by a dead server is replaced; one a live server holds is \
+        refused. With listeners, the end of stdin does not stop the server; run \
+        it as a daemon with --no-stdio. SIGTERM/SIGINT flush, remove the socket \
+        and exit 0. A socket client that leaves more than 256 KiB unread gets no \
+        notifications until it reads, and is disconnected if it takes nothing \
+        for --slow-client-timeout seconds.
+
+        Examples:
           echo '{"jsonrpc":"2.0","id":1,"method":"ping"}' | codingbridge serve
+          codingbridge serve --listen unix --no-stdio    # daemon for phones, hooks, editors
         """
     )
 
@@ -42,12 +55,26 @@ struct Serve: ParsableCommand {
     @Option(name: .long, help: "stderr verbosity: error, warn, info or debug.")
     var logLevel: String = "info"
 
+    @Option(name: .long, help: ArgumentHelp("Also serve clients on a unix socket: unix:PATH, or unix for <state dir>/codingbridge.sock. Repeatable.", valueName: "unix[:PATH]"))
+    var listen: [ListenAddress] = []
+
+    @Flag(name: .long, help: "Do not serve stdin/stdout (a daemon; needs --listen).")
+    var noStdio = false
+
+    @Option(name: .long, help: "Seconds a socket client may leave over 256 KiB unread without reading anything before it is disconnected.")
+    var slowClientTimeout: Double = 30
+
     func validate() throws {
         guard maxMessageBytes >= 64 else { throw ValidationError("--max-message-bytes must be at least 64") }
         guard LogLevel(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of: \(LogLevel.allCases.map(\.rawValue).joined(separator: ", "))")
         }
         if ephemeral && stateDir != nil { throw ValidationError("--ephemeral and --state-dir exclude each other") }
+        if noStdio && listen.isEmpty { throw ValidationError("--no-stdio needs --listen (nothing else to serve)") }
+        if ephemeral && listen.contains(where: { $0.path == nil }) {
+            throw ValidationError("--listen unix without a path needs the state directory; with --ephemeral give one: --listen unix:PATH")
+        }
+        guard slowClientTimeout.isFinite, slowClientTimeout > 0 else { throw ValidationError("--slow-client-timeout must be a positive number of seconds") }
     }
 
     func run() throws {
@@ -62,8 +89,12 @@ struct Serve: ParsableCommand {
         let env = ServerEnvironment(loop: loop, options: options)
         let code: Int32
         do {
+            let paths = try listen.map { try $0.resolve(stateDir: stateDir, ephemeral: ephemeral) }
             let server = try RPCServer(env: env)
-            code = try server.serveStdio()
+            server.sockets.policy.stallTimeoutMs = UInt64(slowClientTimeout * 1000)
+            if !paths.isEmpty { raiseOpenFileLimit() }
+            for p in paths { try server.listen(unixPath: p) }
+            code = try server.serve(stdio: !noStdio)
         } catch {
             Log.error("cannot serve: \(error)")
             throw ExitCode(2)

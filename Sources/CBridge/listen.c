@@ -1,0 +1,330 @@
+/* The unix-socket listener and the transport of the clients it accepts. A
+ * socket client is one uv_pipe_t for both directions; everything above the
+ * bytes (framing, envelopes, output queue, pausing a slow reader) is conn.c's,
+ * shared with stdio. */
+#include "cb_listen.h"
+#include "cb_error.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+typedef struct {
+    cb_conn_t *c;
+    uv_pipe_t pipe;
+    uv_idle_t idle;
+    int open_handles;
+    int handle_closing;
+    int orphan; /* never handed to the owner (accept failed) */
+} sock_t;
+
+typedef struct {
+    uv_write_t req;
+    char *base;
+    size_t len; /* bytes this request accounts for in c->inflight */
+} write_req_t;
+
+static sock_t *S(cb_conn_t *c) { return c->transport; }
+
+/* ---- input ---- */
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+    (void)suggested;
+    sock_t *s = h->data;
+    char *p;
+    size_t n;
+    if (cb_framer_reserve(&s->c->in, 65536, &p, &n)) { *buf = uv_buf_init(NULL, 0); return; }
+    *buf = uv_buf_init(p, (unsigned)(n > 0x7fffffff ? 0x7fffffff : n));
+}
+
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
+    (void)buf;
+    sock_t *s = st->data;
+    if (nread > 0) {
+        cb_conn__input(s->c, (size_t)nread);
+    } else if (nread < 0) {
+        uv_read_stop(st);
+        /* UV_EOF, ECONNRESET or UV_ENOBUFS (no memory for the read): the
+         * client is gone or cannot be served; conn.c answers what it can. */
+        cb_conn__input_eof(s->c);
+    }
+}
+
+static void read_start(cb_conn_t *c) {
+    sock_t *s = S(c);
+    if (!s || s->handle_closing) return;
+    if (uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read) < 0) cb_conn__input_eof(c);
+}
+
+static void read_stop(cb_conn_t *c) {
+    sock_t *s = S(c);
+    if (s && !s->handle_closing) uv_read_stop((uv_stream_t *)&s->pipe);
+}
+
+/* ---- output ---- */
+
+static void on_written(uv_write_t *req, int status) {
+    write_req_t *w = (write_req_t *)req;
+    sock_t *s = req->data;
+    size_t n = w->len;
+    free(w->base);
+    free(w);
+    cb_conn__written(s->c, n, status);
+}
+
+static int write_out(cb_conn_t *c) {
+    sock_t *s = S(c);
+    if (!s || s->handle_closing) return CB_ECLOSED;
+    uv_stream_t *st = (uv_stream_t *)&s->pipe;
+    uv_buf_t b = uv_buf_init(c->out.p, (unsigned)c->out.len);
+    size_t done = 0;
+    if (c->inflight == 0) {
+        /* the common case: the kernel takes the whole reply right away */
+        int n = uv_try_write(st, &b, 1);
+        if (n < 0 && n != UV_EAGAIN) return n;
+        if (n > 0) done = (size_t)n;
+        if (done == c->out.len) {
+            c->bytes_out += done;
+            c->out.len = 0;
+            return 0;
+        }
+    }
+    write_req_t *w = malloc(sizeof *w);
+    if (!w) return CB_ENOMEM;
+    size_t total;
+    w->base = cb_buf_detach(&c->out, &total);
+    w->len = total - done;
+    w->req.data = s;
+    c->bytes_out += done;
+    c->inflight += w->len;
+    b = uv_buf_init(w->base + done, (unsigned)w->len);
+    int rc = uv_write(&w->req, st, &b, 1, on_written);
+    if (rc < 0) {
+        c->inflight -= w->len;
+        free(w->base);
+        free(w);
+        return rc;
+    }
+    return 0;
+}
+
+static void on_idle(uv_idle_t *h) {
+    sock_t *s = h->data;
+    uv_idle_stop(h);
+    cb_conn__flush(s->c);
+}
+
+static void wake(cb_conn_t *c) {
+    sock_t *s = S(c);
+    if (s && !s->handle_closing) uv_idle_start(&s->idle, on_idle);
+    else cb_conn__flush(c);
+}
+
+/* ---- close ---- */
+
+static void on_handle_closed(uv_handle_t *h) {
+    sock_t *s = h->data;
+    if (--s->open_handles) return;
+    cb_conn_t *c = s->c;
+    int orphan = s->orphan;
+    c->transport = NULL;
+    free(s);
+    if (orphan) cb_conn_release(c);
+    else cb_conn__closed(c);
+}
+
+static void close_all(cb_conn_t *c) {
+    sock_t *s = S(c);
+    if (!s || s->handle_closing) return;
+    s->handle_closing = 1;
+    /* Closing the pipe cancels writes still queued in libuv: their callbacks
+     * run (UV_ECANCELED) before the close callback, so c->inflight is back to
+     * zero before cb_conn__closed. */
+    uv_close((uv_handle_t *)&s->idle, on_handle_closed);
+    uv_close((uv_handle_t *)&s->pipe, on_handle_closed);
+}
+
+static const cb_conn_ops_t sock_ops = {
+    .write = write_out,
+    .read_start = read_start,
+    .read_stop = read_stop,
+    .close = close_all,
+    .wake = wake,
+};
+
+int cb_conn_is_socket(const cb_conn_t *c) { return c->ops == &sock_ops; }
+
+void cb_conn_abort(cb_conn_t *c) {
+    if (c->ops != &sock_ops) { cb_conn_close(c); return; }
+    sock_t *s = S(c);
+    if (!s || s->handle_closing) return;
+    /* Nothing more will be written: what is queued is discarded, and no
+     * WRITE_ERROR event fires for writes cancelled by the close below. */
+    c->write_failed = 1;
+    c->out.len = 0;
+    cb_conn_close(c);
+    if (c->transport && !S(c)->handle_closing) close_all(c);
+}
+
+/* ---- listener ---- */
+
+size_t cb_listen_path_max(void) {
+    struct sockaddr_un a;
+    return sizeof a.sun_path - 1;
+}
+
+static int fill_addr(struct sockaddr_un *a, const char *path) {
+    size_t n = strlen(path);
+    if (n == 0) return CB_EINVAL;
+    if (n > cb_listen_path_max()) return CB_ETOOBIG;
+    memset(a, 0, sizeof *a);
+    a->sun_family = AF_UNIX;
+    memcpy(a->sun_path, path, n);
+    return 0;
+}
+
+/* 1 if something accepts connections at path, 0 if connecting is refused
+ * (a socket file whose server died). Non-blocking, so a live server with a
+ * full backlog (EAGAIN) counts as live instead of blocking us. */
+static int someone_listens(const struct sockaddr_un *a) {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return 1; /* cannot tell: never delete on a guess */
+    int rc = connect(fd, (const struct sockaddr *)a, sizeof *a);
+    int e = errno;
+    close(fd);
+    if (rc == 0) return 1;
+    return !(e == ECONNREFUSED || e == ENOENT);
+}
+
+static void on_connection(uv_stream_t *server, int status) {
+    cb_listener_t *l = server->data;
+    if (status < 0) { l->accept_errors++; return; }
+    uv_loop_t *loop = l->rpc->loop;
+    sock_t *s = calloc(1, sizeof *s);
+    cb_conn_t *c = s ? cb_conn__new(l->rpc, &sock_ops) : NULL;
+    if (!c) {
+        /* out of memory: still take the connection off the backlog (libuv
+         * stops accepting until we do), and close it at once */
+        static uv_pipe_t reject;
+        l->accept_errors++;
+        free(s);
+        if (uv_pipe_init(loop, &reject, 0) == 0) {
+            uv_accept(server, (uv_stream_t *)&reject);
+            uv_close((uv_handle_t *)&reject, NULL);
+        }
+        return;
+    }
+    uv_pipe_init(loop, &s->pipe, 0);
+    s->pipe.data = s;
+    s->c = c;
+    c->transport = s;
+    uv_idle_init(loop, &s->idle);
+    s->idle.data = s;
+    s->open_handles = 2;
+    if (uv_accept(server, (uv_stream_t *)&s->pipe) < 0) {
+        l->accept_errors++;
+        s->orphan = 1;
+        close_all(c); /* the connection is released once its handles are closed */
+        return;
+    }
+    l->accepted++;
+    l->on_accept(l, c);
+    if (!c->closing) read_start(c);
+}
+
+static void on_listener_closed(uv_handle_t *h) {
+    cb_listener_t *l = h->data;
+    free(l->path);
+    free(l);
+}
+
+int cb_listen_unix(cb_rpc_t *rpc, const char *path, int backlog, cb_listen_cb on_accept,
+                   void *data, cb_listener_t **out) {
+    *out = NULL;
+    struct sockaddr_un addr;
+    int rc = fill_addr(&addr, path);
+    if (rc) return rc;
+    cb_listener_t *l = calloc(1, sizeof *l);
+    if (!l || !(l->path = strdup(path))) { free(l); return CB_ENOMEM; }
+    l->rpc = rpc;
+    l->on_accept = on_accept;
+    l->data = data;
+    l->lock_fd = -1;
+    int fd = -1;
+
+    /* 1. The lock decides who owns the path, race-free between servers. */
+    size_t n = strlen(path);
+    char *lock = malloc(n + 6);
+    if (!lock) { rc = CB_ENOMEM; goto fail; }
+    memcpy(lock, path, n);
+    memcpy(lock + n, ".lock", 6);
+    l->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    free(lock);
+    if (l->lock_fd < 0) { rc = -errno; goto fail; }
+    if (flock(l->lock_fd, LOCK_EX | LOCK_NB) < 0) { rc = errno == EWOULDBLOCK ? CB_EBUSY : -errno; goto fail; }
+
+    /* 2. Replace a dead server's socket; refuse anything else. */
+    struct stat st;
+    if (lstat(path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) { rc = UV_EEXIST; goto fail; }
+        if (someone_listens(&addr)) { rc = CB_EBUSY; goto fail; }
+        if (unlink(path) < 0 && errno != ENOENT) { rc = -errno; goto fail; }
+    } else if (errno != ENOENT) {
+        rc = -errno;
+        goto fail;
+    }
+
+    /* 3. Bind 0600 from the start: no window where others could connect. */
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) { rc = -errno; goto fail; }
+    mode_t old = umask(0177);
+    int b = bind(fd, (struct sockaddr *)&addr, sizeof addr);
+    int e = errno;
+    umask(old);
+    if (b < 0) { rc = e == EADDRINUSE ? CB_EBUSY : -e; goto fail; }
+    chmod(path, 0600);
+    if (stat(path, &st) == 0) { l->dev = (uint64_t)st.st_dev; l->ino = (uint64_t)st.st_ino; }
+
+    rc = uv_pipe_init(rpc->loop, &l->pipe, 0);
+    if (rc) { unlink(path); goto fail; }
+    l->pipe.data = l;
+    rc = uv_pipe_open(&l->pipe, fd);
+    if (!rc) {
+        fd = -1; /* the handle owns it now */
+        rc = uv_listen((uv_stream_t *)&l->pipe, backlog > 0 ? backlog : 4096, on_connection);
+    }
+    if (rc) {
+        unlink(path);
+        if (fd >= 0) close(fd);
+        close(l->lock_fd);
+        uv_close((uv_handle_t *)&l->pipe, on_listener_closed);
+        return rc;
+    }
+    *out = l;
+    return 0;
+fail:
+    if (fd >= 0) close(fd);
+    if (l->lock_fd >= 0) close(l->lock_fd);
+    free(l->path);
+    free(l);
+    return rc;
+}
+
+void cb_listener_close(cb_listener_t *l) {
+    if (!l || l->closing) return;
+    l->closing = 1;
+    /* Unlink before releasing the lock, and only our own file: a server that
+     * replaced it in the meantime keeps its socket. */
+    struct stat st;
+    if (stat(l->path, &st) == 0 && (uint64_t)st.st_dev == l->dev && (uint64_t)st.st_ino == l->ino)
+        unlink(l->path);
+    if (l->lock_fd >= 0) close(l->lock_fd);
+    l->lock_fd = -1;
+    uv_close((uv_handle_t *)&l->pipe, on_listener_closed);
+}
