@@ -16,7 +16,10 @@ extension Engine {
         if liveActivityStatus != .available, state.activity != nil {
             endActivity(now: now, into: &effects)
         }
-        if !old.isBackground && app.isBackground { enterBackground(now: now, into: &effects) }
+        if !old.isBackground && app.isBackground {
+            enterBackground(now: now, into: &effects)
+            connectivityCheckOnBackground(now: now, into: &effects)
+        }
         if old.isBackground && !app.isBackground { enterForeground(now: now, into: &effects) }
         if !app.lowPowerMode { state.lowPowerNotified = false }
         lowPowerCheck(now: now, into: &effects)

@@ -151,6 +151,10 @@ extension Engine {
             case .longTaskReminder(let sid):
                 guard state.sessions[sid]?.nextReminderAt == top.at else { continue }
                 longTaskReminder(sid, at: top.at, into: &effects)
+            case .connectionRetry:
+                connectionRetryDue(at: top.at, into: &effects)
+            case .connectionLost(let since):
+                connectionLostDue(since: since, at: top.at, into: &effects)
             }
         }
     }

@@ -7,6 +7,8 @@ struct DeadlineHeap: Equatable, Sendable {
     enum Kind: Equatable, Sendable {
         case approvalTimeout(requestId: String)
         case longTaskReminder(sessionId: String)
+        case connectionRetry
+        case connectionLost(since: Millis)
     }
     struct Entry: Equatable, Sendable {
         var at: Millis

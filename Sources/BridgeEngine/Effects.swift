@@ -11,6 +11,8 @@ public enum Effect: Equatable, Sendable {
     case approvalResolved(requestId: String, sessionId: String, decision: ApprovalResolution, by: String?)
     case questionAnswered(questionId: String, sessionId: String, answers: [String: [String]], by: String?)
     case sessionChanged(sessionId: String)
+    /// Try the backend link again now (retry `attempt`, `delayMs` after the previous).
+    case connectionRetry(attempt: Int, delayMs: Millis)
 
     /// The RPC notification method this effect becomes.
     public var method: String {
@@ -25,6 +27,7 @@ public enum Effect: Equatable, Sendable {
         case .approvalResolved: return "approval.resolved"
         case .questionAnswered: return "question.answered"
         case .sessionChanged: return "session.changed"
+        case .connectionRetry: return "connection.retry"
         }
     }
 }
@@ -38,6 +41,7 @@ public enum InterruptionLevel: String, Sendable, CaseIterable { case passive, ac
 /// UNNotificationCategory identifiers.
 public enum NotificationCategory: String, Sendable, CaseIterable {
     case approval, question, taskComplete, taskFailed, taskPaused, longTask, lowPowerMode, sessionHandoff
+    case connectionLost, decisionNotSent
 }
 
 public struct NotificationAction: Equatable, Sendable {

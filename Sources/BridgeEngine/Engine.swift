@@ -41,7 +41,13 @@ public struct Engine {
         case let .questionAnswer(qid, answers, device):
             t.reply = .question(answer(questionId: qid, answers: answers, deviceId: device, now: now, into: &t.effects))
         case .tick: break
+        case .connection(let c): handleConnection(c, now: now, into: &t.effects)
+        case let .approvalQueued(rid, decision, device, source):
+            t.reply = .approval(queueDecision(requestId: rid, decision: decision, deviceId: device, source: source,
+                                              now: now, into: &t.effects))
         }
+        if !state.lastDroppedDecisions.isEmpty { state.lastDroppedDecisions = [] }
+        settleQueuedDecisions(now: now, into: &t.effects)
         syncBadge(into: &t.effects)
         return t
     }
@@ -120,6 +126,9 @@ public struct EngineState {
     /// background notifications off): a banner tells the person on return.
     public internal(set) var missedWhileAway = 0
     var lowPowerNotified = false
+    /// The backend link, retries and decisions made offline (Connectivity.swift).
+    public internal(set) var connection = ConnectivityState()
+    var lastDroppedDecisions: [String] = []
     var seq: UInt64 = 0
     var deadlines = DeadlineHeap()
     var pendingApprovalCount = 0

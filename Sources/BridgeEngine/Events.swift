@@ -108,4 +108,8 @@ public enum EngineEvent: Equatable, Sendable {
     case questionAnswer(questionId: String, answers: [String: [String]], deviceId: String?)
     /// Time passed; due deadlines (approval timeouts, reminders) fire.
     case tick
+    /// The link to the backend went up or down (`connection.update`; Connectivity.swift).
+    case connection(ConnectionChange)
+    /// A decision made while the link is down: kept and sent on reconnect.
+    case approvalQueued(requestId: String, decision: ApprovalDecision, deviceId: String?, source: DecisionSource)
 }

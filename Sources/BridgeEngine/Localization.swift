@@ -28,6 +28,13 @@ public enum Localization {
         "notification.low_power.body": "Background processing paused to save battery. Open app to continue.",
         "notification.handoff.title": "Session Handed Off",
         "notification.handoff.body": "Continued on another device",
+        "notification.connection_lost.title": "Connection Lost",
+        "notification.connection_lost.body": "Can't reach the server. Retrying in the background.",
+        "notification.decision_expired.title": "Decision Not Sent",
+        "notification.decision_expired.body": "The request expired before the connection came back. Nothing was sent.",
+        "banner.decision_queued.title": "Offline",
+        "banner.decision_queued.allow": "Approval saved. It will be sent when the connection is back.",
+        "banner.decision_queued.deny": "Denial saved. It will be sent when the connection is back.",
         // In-app banners
         "banner.missed.title": "While you were away",
         "banner.missed.body": "%d notifications could not be shown. Turn on notifications to stay informed.",

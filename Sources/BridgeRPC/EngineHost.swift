@@ -12,6 +12,12 @@ public final class EngineHost {
     private var timerAt: Millis?
     /// Effects also go here (tests, the demo, issue 7's outbox); after broadcast.
     public var observers: [(Effect) -> Void] = []
+    /// Called after every applied event with its transition, after the
+    /// effects went out (continuity: the durable snapshot, offline decisions).
+    public var afterApply: [(EngineEvent, Engine.Transition) -> Void] = []
+    /// `approval.respond` while the backend link is down (Methods/Continuity.swift):
+    /// returns true when it took the request and will `reply` itself.
+    public var offlineDecision: ((String, ApprovalDecision, String?, DecisionSource, @escaping RPCReply) throws -> Bool)?
 
     /// The redactor the engine uses: built-in catalog plus the custom rules of
     /// Settings, recompiled when they change (a box so the engine's closure
@@ -57,7 +63,7 @@ public final class EngineHost {
 
     /// Makes the rules checked by `validateRules` the ones the engine uses.
     func installCompiledRules() {
-        if let c = compiled { box.redactor = c }
+        if let c = compiled { box.redactor = c; env.redactor = c }
         compiled = nil
     }
 
@@ -74,7 +80,15 @@ public final class EngineHost {
         let t = engine.apply(event, now: now)
         perform(t.effects)
         armTimer()
+        for h in afterApply { h(event, t) }
         return t
+    }
+
+    /// Changes the engine as a whole (continuity: restoring a snapshot), then
+    /// re-arms the deadline timer.
+    public func withEngine<R>(_ body: (inout Engine) throws -> R) rethrows -> R {
+        defer { armTimer() }
+        return try body(&engine)
     }
 
     /// An app-side Analytics counter (`metrics.record`).
@@ -102,6 +116,8 @@ public final class EngineHost {
         case let .questionAnswered(qid, sid, answers, by):
             return ["questionId": .string(qid), "sessionId": .string(sid), "by": by.json,
                     "answers": .object(answers.mapValues { .array($0.map { .string($0) }) })]
+        case let .connectionRetry(attempt, delayMs):
+            return ["attempt": .int(Int64(attempt)), "delayMs": .int(delayMs)]
         case .sessionChanged(let sid):
             guard let s = engine.session(sid) else { return ["session": .null] }
             return ["session": EngineCoding.session(s, now: now, services: engine.services, strings: strings, full: false)]

@@ -40,6 +40,8 @@ public final class ServerEnvironment {
     public var redactor: Redactor = .builtIn
     /// The engine (sessions, approvals, notifications), on `scheduler`'s clock.
     public lazy var engine = EngineHost(env: self)
+    /// Called with the new state after `connection.update` (continuity's retry policy).
+    public var onConnectionUpdate: [(String) -> Void] = []
     /// Run once when the server stops (exit, EOF, signal), after output is flushed.
     public var onExit: [() -> Void] = []
 

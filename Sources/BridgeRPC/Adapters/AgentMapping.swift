@@ -37,6 +37,8 @@ public struct AgentMapping: Equatable {
             case .app: return "app"
             case .settings: return "settings"
             case .tick: return "tick"
+            case .connection: return "connection"
+            case .approvalQueued: return "approval_queued"
             }
         }
     }

@@ -16,15 +16,16 @@ extension MethodTable {
             return ["sessionId": .string(event.sessionId), "status": .string(s?.status.rawValue ?? "idle")]
         }
 
-        on("approval.respond") { p, ctx in
+        onAsync("approval.respond") { p, ctx, reply in
             let rid: String = try p.required("requestId")
             let decision = ApprovalDecision(rawValue: try p.oneOf("decision", ApprovalDecision.allCases.map(\.rawValue)))!
             let device: String? = try p.optional("deviceId") ?? ctx.deviceID
             let source = DecisionSource(rawValue: try p.oneOf("source", DecisionSource.allCases.map(\.rawValue), default: "app"))!
+            // Link to the backend down: continuity queues it durably and answers after the commit.
+            if let offline = host.offlineDecision, try offline(rid, decision, device, source, reply) { return }
             let t = host.apply(.approvalResponse(requestId: rid, decision: decision, deviceId: device, source: source))
             guard case .approval(let r) = t.reply else { throw RPCError.internalError("engine gave no approval reply") }
-            return ["status": .string(r.status.rawValue), "requestId": .string(r.requestId), "sessionId": r.sessionId.json,
-                    "resolution": r.resolution.map { .string($0.rawValue) } ?? .null]
+            reply(.success(EngineCoding.approvalRespond(r)))
         }
 
         on("approval.list") { p, _ in

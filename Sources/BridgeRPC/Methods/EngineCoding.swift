@@ -117,6 +117,12 @@ enum EngineCoding {
                          "liveActivities": .bool(a.liveActivitiesPermitted)]]
     }
 
+    /// The result of `approval.respond`.
+    static func approvalRespond(_ r: ApprovalRespondResult) -> JSON {
+        ["status": .string(r.status.rawValue), "requestId": .string(r.requestId), "sessionId": r.sessionId.json,
+         "resolution": r.resolution.map { .string($0.rawValue) } ?? .null]
+    }
+
     static func metrics(_ m: Metrics) -> JSON {
         var counters: [String: JSON] = [:]
         for c in BackgroundMetric.allCases { counters[c.rawValue] = .int(Int64(m[c])) }

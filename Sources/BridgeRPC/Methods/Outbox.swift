@@ -327,6 +327,7 @@ extension MethodTable {
         onAsync("connection.update") { p, _, reply in
             let state = try p.oneOf("state", ["connected", "disconnected", "failed"])
             do { try delivery.setConnected(state == "connected") } catch { throw StoreRPCError.from(error) }
+            for h in env.onConnectionUpdate { h(state) }
             afterCommit(reply) { ["state": .string(state), "pending": .int(Int64(try store.count()))] }
         }
     }

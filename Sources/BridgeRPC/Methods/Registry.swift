@@ -8,5 +8,6 @@ extension MethodTable {
         try registerOutbox(env)
         try registerRedaction(env)
         try registerAgents(env)
+        try registerContinuity(env)
     }
 }

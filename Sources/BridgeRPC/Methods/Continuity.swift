@@ -1,0 +1,152 @@
+import BridgeCore
+import BridgeEngine
+
+// Continuity (issue 7): the engine's state survives a restart, decisions made
+// while the backend link is down are kept durably and sent in order on
+// reconnect, and the retry policy runs on `connection.update`.
+//
+// Durable layout (the store's key-value area, namespace "engine"):
+//   session:<id>  one document per session, rewritten only when it changed
+//   global        settings, app state, metrics, link state, queued decisions
+// Writes join the loop turn's transaction (one commit per turn for a burst),
+// so a reply sent after the commit never claims state that could be lost.
+
+extension MethodTable {
+    func registerContinuity(_ env: ServerEnvironment) throws {
+        let store = try env.openStore()
+        let host = env.engine
+        let ns = "engine"
+        let sessionPrefix = "session:"
+
+        // MARK: recovery
+
+        var report = RecoveryReport()
+        var restored = false
+        let entries = try store.entries(namespace: ns)
+        if !entries.isEmpty {
+            var sessions: [JSON] = []
+            var global: JSON?
+            for (key, value) in entries {
+                guard case .json(let doc) = value else { report.unreadable += 1; continue }
+                if key == "global" { global = doc } else if key.hasPrefix(sessionPrefix) { sessions.append(doc) }
+            }
+            let now = host.now
+            let skipped = report.unreadable
+            report = host.withEngine { e -> RecoveryReport in e.restore(EngineSnapshot(sessions: sessions, global: global), now: now) }
+            report.unreadable += skipped
+            restored = true
+            let rules = host.engine.settings.customRedactionRules
+            if !rules.isEmpty {
+                do { try host.validateRules(rules); host.installCompiledRules() } catch {
+                    Log.error("recovered custom redaction rules do not compile, using the built-in catalog: \(error)")
+                }
+            }
+            // Recovery attempted / succeeded feed metrics.get's recoveryRate.
+            host.recordAppMetric(.backgroundRecoveryAttempted, count: 1)
+            if report.unreadable == 0 { host.recordAppMetric(.backgroundRecoverySucceeded, count: 1) }
+            if report.unreadable > 0 { Log.warn("recovery: \(report.unreadable) unreadable engine document(s) skipped") }
+            Log.info("recovered \(report.sessions) session(s), \(report.pendingApprovals) pending and \(report.expiredApprovals) expired approval(s)")
+        }
+
+        // MARK: snapshot after every event (only what changed)
+
+        /// requestId -> outbox id of a decision made offline.
+        var queuedRows: [String: Int64] = [:]
+        for m in (try? store.messages(statuses: OutboxStatus.pending, limit: 1000)) ?? [] where m.kind == "approval.respond" {
+            if let rid = m.payload["requestId"]?.stringValue { queuedRows[rid] = m.id }
+        }
+
+        func persist(_ event: EngineEvent, _ t: Engine.Transition) {
+            var dirty = Set<String>()
+            switch event {
+            case .agent(let e): dirty.insert(e.sessionId)
+            default: break
+            }
+            if case .approval(let r) = t.reply, let sid = r.sessionId { dirty.insert(sid) }
+            if case .question(let r) = t.reply, let sid = r.sessionId { dirty.insert(sid) }
+            for e in t.effects {
+                switch e {
+                case .approvalResolved(_, let sid, _, _), .questionAnswered(_, let sid, _, _), .sessionChanged(let sid):
+                    dirty.insert(sid)
+                case .postNotification(let n): dirty.insert(n.threadId)
+                case .showBanner(let b): if let sid = b.sessionId { dirty.insert(sid) }
+                case .startActivity(let c), .updateActivity(let c), .endActivity(let c): dirty.insert(c.sessionId)
+                default: break
+                }
+            }
+            let now = host.now
+            do {
+                for sid in dirty {
+                    if let doc = host.engine.snapshot(session: sid) {
+                        try store.put(.json(doc), namespace: ns, key: sessionPrefix + sid, nowMs: now)
+                    }
+                }
+                var globalChanged = !t.effects.isEmpty
+                switch event {
+                case .app, .settings, .connection, .approvalQueued: globalChanged = true
+                default: break
+                }
+                if globalChanged { try store.put(.json(host.engine.snapshotGlobal()), namespace: ns, key: "global", nowMs: now) }
+                // Decisions whose request ended while offline: nothing is sent.
+                for rid in host.engine.droppedDecisions {
+                    if let id = queuedRows.removeValue(forKey: rid) {
+                        try store.fail(id: id, error: "request expired before the connection came back", retryAtMs: nil)
+                    }
+                }
+                if case .connection(.connected) = event { queuedRows.removeAll() }
+            } catch {
+                Log.error("engine snapshot not written: \(error)")
+            }
+        }
+        host.afterApply.append(persist)
+
+        // MARK: offline decisions
+
+        host.offlineDecision = { rid, decision, device, source, reply in
+            guard !host.engine.connectivity.connected else { return false }
+            let t = host.apply(.approvalQueued(requestId: rid, decision: decision, deviceId: device, source: source))
+            guard case .approval(let r) = t.reply else { throw RPCError.internalError("engine gave no approval reply") }
+            if r.status == .queued, let sid = r.sessionId {
+                let expires = host.engine.pendingApprovals.first { $0.requestId == rid }?.expiresAt
+                do {
+                    let row = try store.enqueue(sessionId: sid, kind: "approval.respond",
+                                                payload: ["requestId": .string(rid), "decision": .string(decision.rawValue),
+                                                          "deviceId": device.json, "source": .string(source.rawValue)],
+                                                idempotencyKey: "approval:\(rid)", maxAttempts: Backoff.delivery.maxAttempts ?? 12,
+                                                nowMs: host.now, expiresMs: expires)
+                    queuedRows[rid] = row.id
+                } catch { throw StoreRPCError.from(error) }
+            }
+            // "queued" means on disk: answer after the turn's commit.
+            store.afterCommit { err in
+                if let err { return reply(.failure(StoreRPCError.from(err))) }
+                reply(.success(EngineCoding.approvalRespond(r)))
+            }
+            return true
+        }
+
+        // MARK: retry policy
+
+        env.onConnectionUpdate.append { state in
+            host.apply(.connection(ConnectionChange(rawValue: state) ?? .disconnected))
+        }
+
+        // Deadlines that passed while the process was down fire now (their
+        // effects go to nobody yet: the report below tells the client).
+        if restored { host.apply(.tick) }
+
+        let previous = env.recovered
+        env.recovered = {
+            var r = previous().objectValue ?? [:]
+            r["restored"] = .bool(restored)
+            r["sessions"] = .int(Int64(report.sessions))
+            r["processingSessions"] = .array(report.processingSessions.map { .string($0) })
+            r["pendingApprovals"] = .int(Int64(report.pendingApprovals))
+            r["expiredApprovals"] = .int(Int64(report.expiredApprovals))
+            r["pendingQuestions"] = .int(Int64(report.pendingQuestions))
+            r["queuedDecisions"] = .int(Int64(report.queuedDecisions))
+            r["unreadable"] = .int(Int64(report.unreadable))
+            return .object(r)
+        }
+    }
+}

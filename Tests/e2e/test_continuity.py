@@ -1,0 +1,285 @@
+"""Continuity end to end (issue 7): the real server with --state-dir, killed
+with SIGKILL and restarted; offline decisions through the durable outbox;
+the reconnect policy and "Connection Lost" timing on the manual clock; the
+missed-notification banner across a restart. Results are validated against
+rpc-spec/openrpc.json (conftest's request() does it), notifications against
+their params schemas.
+
+Clocks: `--manual-clock` starts at 2026-01-01T00:00Z on every start, so a
+restart *before* an approval's deadline restarts with --manual-clock again,
+and a restart *after* it uses the real clock (later than 2026-01-01)."""
+import jsonschema
+import pytest
+
+from conftest import _schema_with_components, validate_result
+
+NOTE_SCHEMAS = {
+    "notification.post": "NotificationPostParams",
+    "notification.clear": "NotificationClearParams",
+    "banner.show": "BannerShowParams",
+    "approval.resolved": "ApprovalResolvedParams",
+    "connection.retry": "ConnectionRetryParams",
+    "outbox.deliver": "OutboxDeliverParams",
+}
+
+BASH = {"toolName": "Bash", "input": {"command": "npm test"}}
+
+
+class C:
+    """A client with a cursor over its notifications (each step returns what it caused)."""
+
+    def __init__(self, client):
+        self.c = client
+        self.mark = len(client.notifications)
+
+    def since(self):
+        notes = self.c.notifications[self.mark:]
+        self.mark = len(self.c.notifications)
+        for n in notes:
+            name = NOTE_SCHEMAS.get(n["method"])
+            if name:
+                jsonschema.validate(n["params"], _schema_with_components({"$ref": f"#/components/schemas/{name}"}))
+        return notes
+
+    def req(self, method, params=None):
+        r = self.c.request(method, params)
+        return r, self.since()
+
+    def ev(self, sid, type_, **kw):
+        p = {"sessionId": sid, "type": type_, "projectName": "MyApp", "projectPath": "~/code/MyApp"}
+        p.update(kw)
+        return self.req("agent.event", p)
+
+    def advance(self, ms):
+        return self.req("debug.advanceClock", {"ms": ms})
+
+
+def only(notes, method):
+    return [n["params"] for n in notes if n["method"] == method]
+
+
+def start(spawn, state, manual=True):
+    args = ["--state-dir", state] + (["--manual-clock"] if manual else [])
+    c = spawn(*args, initialize=False)
+    init = c.initialize(clientInfo={"name": "pytest"})
+    validate_result("initialize", init)
+    return C(c), init["recovered"]
+
+
+def kill9(c):
+    c.c.kill()  # SIGKILL: no flush, no exit hooks
+
+
+# --- recovery ----------------------------------------------------------------
+
+def test_kill9_with_pending_approval_restart_after_deadline_resolves_timed_out(spawn, tmp_path):
+    state = str(tmp_path / "state")
+    a, rec = start(spawn, state)
+    assert rec.get("restored") is False
+    a.ev("s1", "task_started", prompt="fix the tests")
+    a.ev("s1", "approval_request", requestId="r1", timeoutSeconds=60, **BASH)
+    a.advance(1000)
+    kill9(a)
+
+    # Real clock: months after the manual epoch, far past r1's deadline.
+    b, rec = start(spawn, state, manual=False)
+    assert rec["restored"] is True
+    assert rec["sessions"] == 1
+    assert rec["processingSessions"] == ["s1"]  # "Claude was working when the app closed"
+    assert rec["expiredApprovals"] == 1
+    assert rec["pendingApprovals"] == 0
+    assert b.req("approval.list")[0]["approvals"] == []
+    r, _ = b.req("approval.respond", {"requestId": "r1", "decision": "allow"})
+    assert r["status"] == "expired" and r["resolution"] == "timedOut"
+    s, _ = b.req("session.get", {"sessionId": "s1"})
+    assert s["session"]["history"][-1]["kind"] == "timedOut"
+    m, _ = b.req("metrics.get")
+    assert m["missedApprovals"] == 1
+    assert m["counters"]["backgroundRecoveryAttempted"] == 1
+    assert m["recoveryRate"] == 1.0
+
+
+def test_kill9_before_deadline_keeps_the_approval_and_its_timer(spawn, tmp_path):
+    state = str(tmp_path / "state")
+    a, _ = start(spawn, state)
+    a.req("app.update", {"phase": "background"})
+    a.ev("s1", "task_started")
+    a.ev("s1", "approval_request", requestId="r1", timeoutSeconds=60, **BASH)
+    kill9(a)
+
+    b, rec = start(spawn, state)  # manual clock again: back at the epoch, before the deadline
+    assert rec["pendingApprovals"] == 1 and rec["expiredApprovals"] == 0
+    (ap,) = b.req("approval.list")[0]["approvals"]
+    assert ap["requestId"] == "r1"
+    _, n = b.advance(59_999)
+    assert only(n, "approval.resolved") == []
+    _, n = b.advance(1)
+    assert [p["decision"] for p in only(n, "approval.resolved")] == ["timedOut"]
+    assert "approval:r1" in only(n, "notification.clear")[0]["ids"]
+
+
+def test_settings_drafts_outbox_survive_kill9(spawn, tmp_path):
+    state = str(tmp_path / "state")
+    a, _ = start(spawn, state)
+    a.req("settings.update", {"locale": "de", "showNotificationDetails": True,
+                              "customRedactionRules": [{"name": "host", "pattern": "internal-[a-z]+"}]})
+    a.req("draft.save", {"sessionId": "s1", "text": "half a thought"})
+    a.req("message.send", {"sessionId": "s1", "text": "queued while offline"})
+    kill9(a)
+
+    b, rec = start(spawn, state)
+    assert rec["queuedMessages"] == 1
+    s, _ = b.req("settings.get")
+    assert s["settings"]["locale"] == "de" and s["settings"]["showNotificationDetails"] is True
+    assert s["settings"]["customRedactionRules"][0]["pattern"] == "internal-[a-z]+"
+    # The recovered custom rule is live in `redact` too.
+    assert "internal-db" not in b.req("redact", {"text": "ssh internal-db"})[0]["text"]
+    assert b.req("draft.get", {"sessionId": "s1"})[0]["text"] == "half a thought"
+    (msg,) = b.req("outbox.list")[0]["messages"]
+    assert msg["payload"] == {"text": "queued while offline"}
+
+
+def test_missed_notifications_banner_survives_a_restart(spawn, tmp_path):
+    state = str(tmp_path / "state")
+    a, _ = start(spawn, state)
+    a.req("app.update", {"phase": "background", "permissions": {"notifications": "denied"}})
+    a.ev("s1", "task_started")
+    _, n = a.ev("s1", "task_completed")
+    assert only(n, "notification.post") == []
+    kill9(a)
+
+    b, _ = start(spawn, state)
+    _, n = b.req("app.update", {"phase": "foreground"})
+    banners = [p for p in only(n, "banner.show") if p["deepLink"] == "codingbridge://settings/notifications"]
+    assert len(banners) == 1
+    assert banners[0]["body"].startswith("1 notifications could not be shown")
+    _, n = b.req("app.update", {"phase": "background"})
+    _, n = b.req("app.update", {"phase": "foreground"})
+    assert [p for p in only(n, "banner.show") if p["deepLink"] == "codingbridge://settings/notifications"] == []
+
+
+# --- offline decisions -------------------------------------------------------
+
+def test_offline_approve_then_reconnect_delivers_once_in_order(spawn, tmp_path):
+    a, _ = start(spawn, str(tmp_path / "state"))
+    a.ev("s1", "task_started")
+    a.ev("s1", "approval_request", requestId="r1", **BASH)
+    a.ev("s1", "approval_request", requestId="r2", toolName="Edit", input={"file_path": "src/app.ts"})
+    a.req("connection.update", {"state": "disconnected"})
+
+    r, n = a.req("approval.respond", {"requestId": "r2", "decision": "deny", "deviceId": "watch"})
+    assert r["status"] == "queued" and r["resolution"] == "deny"
+    assert any("will be sent" in b["body"] for b in only(n, "banner.show"))
+    assert only(n, "approval.resolved") == []
+    r, _ = a.req("approval.respond", {"requestId": "r1", "decision": "allow", "deviceId": "phone"})
+    assert r["status"] == "queued"
+    # A second tap while offline changes nothing.
+    r, _ = a.req("approval.respond", {"requestId": "r1", "decision": "deny"})
+    assert r["status"] == "alreadyResolved" and r["resolution"] == "allow"
+    assert len(a.req("approval.list")[0]["approvals"]) == 2  # still open until sent
+    msgs = a.req("outbox.list")[0]["messages"]
+    assert [m["payload"]["requestId"] for m in msgs] == ["r2", "r1"]
+    assert all(m["kind"] == "approval.respond" for m in msgs)
+
+    a.advance(5000)
+    _, n = a.req("connection.update", {"state": "connected"})
+    n += a.since()
+    assert [(p["requestId"], p["decision"]) for p in only(n, "approval.resolved")] == [("r2", "deny"), ("r1", "allow")]
+    # Delivered in order, one at a time per session, each exactly once.
+    delivered = []
+    for _ in range(2):
+        d = a.c.wait_notification("outbox.deliver")
+        delivered.append(d["payload"]["requestId"])
+        a.req("outbox.ack", {"id": d["id"]})
+    assert delivered == ["r2", "r1"]
+    a.advance(120_000)
+    a.since()
+    assert [n for n in a.c.notifications if n["method"] == "outbox.deliver"].__len__() == 2
+    assert a.req("approval.list")[0]["approvals"] == []
+
+
+def test_offline_approve_of_a_request_that_expires_before_reconnect(spawn, tmp_path):
+    a, _ = start(spawn, str(tmp_path / "state"))
+    a.req("app.update", {"phase": "background"})
+    a.ev("s1", "task_started")
+    a.ev("s1", "approval_request", requestId="r1", timeoutSeconds=60, **BASH)
+    a.req("connection.update", {"state": "disconnected"})
+    r, _ = a.req("approval.respond", {"requestId": "r1", "decision": "allow", "source": "notification"})
+    assert r["status"] == "queued"
+    _, n = a.advance(60_000)
+    assert [p["decision"] for p in only(n, "approval.resolved")] == ["timedOut"]
+    told = [p for p in only(n, "notification.post") if p["category"] == "decisionNotSent"]
+    assert len(told) == 1 and told[0]["userInfo"]["requestId"] == "r1"
+    _, n = a.req("connection.update", {"state": "connected"})
+    a.advance(10)
+    n += a.since()
+    assert only(n, "outbox.deliver") == []
+    assert only(n, "approval.resolved") == []
+    (m,) = a.req("outbox.list", {"status": "all"})[0]["messages"]
+    assert m["status"] in ("failed", "expired")
+
+
+def test_offline_decision_survives_kill9_and_is_sent_after_restart(spawn, tmp_path):
+    state = str(tmp_path / "state")
+    a, _ = start(spawn, state)
+    a.ev("s1", "task_started")
+    a.ev("s1", "approval_request", requestId="r1", timeoutSeconds=600, **BASH)
+    a.req("connection.update", {"state": "disconnected"})
+    assert a.req("approval.respond", {"requestId": "r1", "decision": "allow"})[0]["status"] == "queued"
+    kill9(a)
+
+    b, rec = start(spawn, state)
+    assert rec["queuedDecisions"] == 1 and rec["queuedMessages"] == 1 and rec["pendingApprovals"] == 1
+    _, n = b.req("connection.update", {"state": "connected"})
+    n += b.since()
+    assert [(p["requestId"], p["decision"]) for p in only(n, "approval.resolved")] == [("r1", "allow")]
+    d = b.c.wait_notification("outbox.deliver")
+    assert d["kind"] == "approval.respond" and d["payload"]["requestId"] == "r1"
+
+
+# --- reconnect policy ----------------------------------------------------------
+
+def lost(notes):
+    return [p for p in only(notes, "notification.post") if p["category"] == "connectionLost"]
+
+
+def test_connection_lost_at_30s_in_background_not_29_9(spawn, tmp_path):
+    a, _ = start(spawn, str(tmp_path / "state"))
+    a.req("app.update", {"phase": "background"})
+    a.ev("s1", "task_started")
+    _, n = a.req("connection.update", {"state": "disconnected"})
+    assert only(n, "notification.post") == [] and only(n, "banner.show") == []
+    _, n = a.advance(29_900)
+    retries = only(n, "connection.retry")
+    assert [r["attempt"] for r in retries] == list(range(1, len(retries) + 1)) and len(retries) >= 3
+    assert lost(n) == []
+    _, n = a.advance(100)
+    (p,) = lost(n)
+    assert p["title"] == "Connection Lost" and p["id"] == "connection-lost"
+    _, n = a.advance(120_000)
+    assert lost(n) == []  # once per outage
+    _, n = a.req("connection.update", {"state": "connected"})
+    assert ["connection-lost"] in [c["ids"] for c in only(n, "notification.clear")]
+    _, n = a.advance(600_000)
+    assert only(n, "connection.retry") == []
+
+
+def test_foreground_is_silent_until_the_attempt_limit(spawn, tmp_path):
+    a, _ = start(spawn, str(tmp_path / "state"))
+    a.req("connection.update", {"state": "failed"})
+    seen = []
+    for _ in range(200):  # 200 s in 1 s steps
+        _, n = a.advance(1000)
+        seen += n
+        if any(x["method"] == "banner.show" for x in n):
+            break
+    assert only(seen, "notification.post") == []
+    banners = only(seen, "banner.show")
+    assert len(banners) == 1 and banners[0]["title"] == "Connection Lost"
+    i = next(k for k, x in enumerate(seen) if x["method"] == "banner.show")
+    before = [x["params"]["attempt"] for x in seen[:i] if x["method"] == "connection.retry"]
+    assert before == [1, 2, 3, 4, 5]
+    # Each delay is the backoff with equal jitter: [nominal/2, nominal].
+    for r in only(seen, "connection.retry"):
+        nominal = min(60_000, 1000 * 2 ** (r["attempt"] - 1))
+        assert nominal // 2 <= r["delayMs"] <= nominal
