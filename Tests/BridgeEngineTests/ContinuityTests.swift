@@ -11,12 +11,13 @@ extension Array where Element == Effect {
 /// Connectivity (retry policy, Connection Lost timing, decisions made offline)
 /// and the durable snapshot, on a manual clock.
 @Suite struct ContinuityTests {
-    /// Advances in small steps to `t` (ms after `from`), collecting effects.
-    static func run(_ h: inout Harness, untilMs t: Millis, stepMs: Millis = 100) -> [(Millis, Effect)] {
+    /// Runs the clock from deadline to deadline up to `t` ms from now,
+    /// collecting effects with their time (ms from the start).
+    static func run(_ h: inout Harness, untilMs t: Millis) -> [(Millis, Effect)] {
         var out: [(Millis, Effect)] = []
         let start = h.now
-        while h.now - start < t {
-            h.now += min(stepMs, t - (h.now - start))
+        while let next = h.engine.nextDeadline, next - start <= t {
+            h.now = max(h.now, next)
             for e in h.send(.tick) { out.append((h.now - start, e)) }
         }
         return out
@@ -144,7 +145,7 @@ extension Array where Element == Effect {
         h.agent("s1", .progress(todos: [Todo(content: "a", status: .completed), Todo(content: "b", status: .in_progress)]))
         h.agent("s1", .approvalRequest(requestId: "r1", tool: npmTest, timeoutSeconds: 60))
         h.agent("s2", .approvalRequest(requestId: "r2", tool: npmTest, timeoutSeconds: 600))
-        h.agent("s3", .question(questionId: "q1", questions: [Question(question: "Which?", options: [.init(label: "A")])]))
+        h.agent("s4", .question(questionId: "q1", questions: [Question(question: "Which?", options: [.init(label: "A")])]))
         h.send(.app(AppUpdate(notificationPermission: .denied)))
         h.agent("s3", .taskCompleted(summary: nil)) // missed: permission denied
         h.send(.connection(.disconnected))
@@ -154,8 +155,9 @@ extension Array where Element == Effect {
         var fresh = Engine(services: Harness.services)
         let later = h.now + 120_000 // r1 (60 s) expired while down, r2 (600 s) did not
         let report = fresh.restore(snap, now: later)
-        #expect(report.sessions == 3)
-        #expect(report.processingSessions == ["s1"])
+        #expect(report.sessions == 4)
+        // s2 and s4 wait for the person: their agents are mid-task too.
+        #expect(report.processingSessions == ["s1", "s2", "s4"])
         #expect(report.expiredApprovals == 1)
         #expect(report.pendingApprovals == 1)
         #expect(report.pendingQuestions == 1)
