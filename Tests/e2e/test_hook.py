@@ -5,10 +5,8 @@ timeout for PermissionRequest; other events update the session and return at
 once. Whatever goes wrong, the hook must print nothing and exit 0 quickly, so
 Claude Code falls back to its own prompt.
 
-The server is `codingbridge serve --listen unix:PATH` when the binary has it;
-otherwise a byte relay in front of `serve`'s stdio stands in for the socket
-(same dispatcher, same replies), so these tests never depend on the order in
-which features land.
+The server is `codingbridge serve --listen unix:PATH --no-stdio`; the test
+drives it as another socket client (the phone), like a real deployment.
 """
 import json
 import os
@@ -70,46 +68,37 @@ class HookProcess:
         return self.p.poll() is None
 
 
-def has_listen():
-    out = subprocess.run([binary(), "serve", "--help"], capture_output=True, timeout=10).stdout.decode()
-    return "--listen" in out
-
-
 class SocketServer:
     """The server behind a unix socket, plus a control connection for the test."""
 
     def __init__(self, path):
         self.path = path
-        self.proc = None
-        self.relay = None
         self._ids = 0
         self._replies = queue.Queue()
         self.notes = []
-        if has_listen():
-            self.proc = subprocess.Popen([binary(), "serve", "--ephemeral", "--manual-clock", "--listen", f"unix:{path}"],
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            deadline = time.monotonic() + 10
-            while not os.path.exists(path):
-                assert time.monotonic() < deadline, "server socket never appeared"
-                assert self.proc.poll() is None, self.proc.stderr.read().decode()
+        self.proc = subprocess.Popen([binary(), "serve", "--ephemeral", "--manual-clock", "--no-stdio",
+                                      "--listen", f"unix:{path}"],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 10
+        while True:
+            assert self.proc.poll() is None, self.proc.stderr.read().decode()
+            assert time.monotonic() < deadline, "server socket never appeared"
+            try:
+                self.ctl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                self.ctl.connect(path)
+                break
+            except OSError:
+                self.ctl.close()
                 time.sleep(0.02)
-            self.ctl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            self.ctl.connect(path)
-            self._write = lambda b: self.ctl.sendall(b)
-            threading.Thread(target=self._read, args=(lambda: self.ctl.recv(65536),), daemon=True).start()
-        else:
-            self.relay = Relay(path)
-            self.proc = self.relay.proc
-            self._write = self.relay.write_ctl
-            threading.Thread(target=self._read_relay, daemon=True).start()
-        self.request("initialize", {"clientInfo": {"name": "test_hook", "version": "1"}, "capabilities": {}},
-                     ok_errors=True)
+        threading.Thread(target=self._read, daemon=True).start()
+        self.request("initialize", {"clientInfo": {"name": "test_hook", "version": "1"}, "capabilities": {},
+                                    "deviceId": "iphone"})
 
-    def _read(self, recv):
+    def _read(self):
         buf = b""
         while True:
             try:
-                chunk = recv()
+                chunk = self.ctl.recv(65536)
             except OSError:
                 return
             if not chunk:
@@ -118,13 +107,6 @@ class SocketServer:
             while b"\n" in buf:
                 line, buf = buf.split(b"\n", 1)
                 self._deliver(json.loads(line))
-
-    def _read_relay(self):
-        while True:
-            m = self.relay.ctl_q.get()
-            if m is None:
-                return
-            self._deliver(m)
 
     def _deliver(self, m):
         if "id" in m:
@@ -138,7 +120,7 @@ class SocketServer:
         msg = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             msg["params"] = params
-        self._write((json.dumps(msg) + "\n").encode())
+        self.ctl.sendall((json.dumps(msg) + "\n").encode())
         while True:
             r = self._replies.get(timeout=timeout)
             if r["id"] == rid:
@@ -164,91 +146,14 @@ class SocketServer:
             time.sleep(0.02)
 
     def close(self):
-        if self.relay:
-            self.relay.close()
-        elif self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-
-
-class Relay:
-    """A unix socket in front of `serve`'s stdin/stdout. Each hook
-    connection's request ids are tagged on the way in ("h<conn>:<id>") and
-    restored on the way out, so concurrent hooks get their own replies; the
-    test's own replies ('ctl-N') go to ctl_q."""
-
-    def __init__(self, path):
-        self.proc = subprocess.Popen([binary(), "serve", "--ephemeral", "--manual-clock"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
-        self.lock = threading.Lock()
-        self.ctl_q = queue.Queue()
-        self.conns = {}
-        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.srv.bind(path)
-        self.srv.listen(8)
-        threading.Thread(target=self._accept, daemon=True).start()
-        threading.Thread(target=self._from_server, daemon=True).start()
-
-    def write_ctl(self, b):
-        with self.lock:
-            self.proc.stdin.write(b)
-            self.proc.stdin.flush()
-
-    def _accept(self):
-        n = 0
-        while True:
-            try:
-                c, _ = self.srv.accept()
-            except OSError:
-                return
-            n += 1
-            self.conns[n] = c
-            threading.Thread(target=self._from_hook, args=(n, c), daemon=True).start()
-
-    def _from_hook(self, n, c):
-        buf = b""
-        while True:
-            try:
-                b = c.recv(65536)
-            except OSError:
-                return
-            if not b:
-                return
-            buf += b
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                m = json.loads(line)
-                if "id" in m:
-                    m["id"] = f"h{n}:{json.dumps(m['id'])}"
-                self.write_ctl((json.dumps(m) + "\n").encode())
-
-    def _from_server(self):
-        buf = b""
-        while True:
-            b = os.read(self.proc.stdout.fileno(), 65536)
-            if not b:
-                self.ctl_q.put(None)
-                return
-            buf += b
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                m = json.loads(line)
-                rid = m.get("id")
-                if isinstance(rid, str) and rid.startswith("h"):
-                    n, _, orig = rid[1:].partition(":")
-                    m["id"] = json.loads(orig)
-                    try:
-                        self.conns[int(n)].sendall((json.dumps(m) + "\n").encode())
-                    except OSError:
-                        pass
-                elif "id" in m:
-                    self.ctl_q.put(m)
-
-    def close(self):
-        self.srv.close()
+        self.ctl.close()
         if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
 
 
 @pytest.fixture
@@ -501,3 +406,22 @@ def test_socket_path_resolution(sockdir):
             s.close()
         for d in ("xdg", "home", "st"):
             subprocess.run(["rm", "-rf", os.path.join(sockdir, d)])
+
+
+def test_two_waiting_hooks_get_their_own_decisions(srv):
+    """Parallel subagents can wait on two permissions at once: each hook gets
+    the decision made for its own request."""
+    run_hook(hook_input("UserPromptSubmit", prompt="Migrate both services"), srv.path)
+    h1 = HookProcess(permission("psql -f migrate_billing.sql"), srv.path, "--timeout", "20")
+    srv.wait_pending(1)
+    h2 = HookProcess(permission("psql -f migrate_ledger.sql"), srv.path, "--timeout", "20")
+    pending = srv.wait_pending(2)
+    by_cmd = {a["summary"]: a["requestId"] for a in pending}
+    srv.request("approval.respond", {"requestId": by_cmd["psql -f migrate_ledger.sql"], "decision": "deny"})
+    code2, out2, _, _ = h2.finish()
+    assert h1.running()
+    srv.request("approval.respond", {"requestId": by_cmd["psql -f migrate_billing.sql"], "decision": "allow"})
+    code1, out1, _, _ = h1.finish()
+    assert code1 == code2 == 0
+    assert json.loads(out1)["hookSpecificOutput"]["decision"] == {"behavior": "allow"}
+    assert json.loads(out2)["hookSpecificOutput"]["decision"]["behavior"] == "deny"
