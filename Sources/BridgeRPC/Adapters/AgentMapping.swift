@@ -33,12 +33,9 @@ public struct AgentMapping: Equatable {
             switch $0 {
             case .agent(let a): return a.kind.typeName
             case .questionAnswer: return "question_answered"
-            case .approvalResponse: return "approval_response"
-            case .app: return "app"
-            case .settings: return "settings"
-            case .tick: return "tick"
-            case .connection: return "connection"
-            case .approvalQueued: return "approval_queued"
+            // Adapters make only the two above; other engine events (app,
+            // settings, connection, ...) are named generically.
+            default: return "other"
             }
         }
     }
