@@ -246,6 +246,23 @@ extension Engine {
             if let r = s.nextReminderAt { state.deadlines.push(r, .longTaskReminder(sessionId: s.id)) }
         }
         report.processingSessions.sort()
+        // How recent requests ended, so a late answer after the restart still
+        // gets expired/alreadyResolved instead of unknown.
+        var ended: [(at: Millis, id: String, r: ApprovalResolution, sid: String)] = []
+        for s in state.sessions.values {
+            for h in s.history {
+                let r: ApprovalResolution
+                switch h.kind {
+                case .approved: r = .allow
+                case .denied: r = .deny
+                case .timedOut: r = .timedOut
+                case .cancelled: r = .cancelled
+                case .answered, .questionCancelled: state.answeredQuestions.set(h.id, true); continue
+                }
+                ended.append((h.at, h.id, r, s.id))
+            }
+        }
+        for e in ended.sorted(by: { $0.at < $1.at }) { state.resolvedApprovals.set(e.id, (e.r, e.sid)) }
         // Queued decisions whose request is gone are settled on the next apply.
         report.queuedDecisions = state.connection.queuedDecisions.count
         if let a = snap.global?["activity"], let sid = a.str("sessionId"), let s = state.sessions[sid] {

@@ -15,9 +15,10 @@ public final class EngineHost {
     /// Called after every applied event with its transition, after the
     /// effects went out (continuity: the durable snapshot, offline decisions).
     public var afterApply: [(EngineEvent, Engine.Transition) -> Void] = []
-    /// `approval.respond` while the backend link is down (Methods/Continuity.swift):
-    /// returns true when it took the request and will `reply` itself.
-    public var offlineDecision: ((String, ApprovalDecision, String?, DecisionSource, @escaping RPCReply) throws -> Bool)?
+    /// `approval.respond` through continuity (Methods/Continuity.swift): queued
+    /// while the backend link is down, applied otherwise, answered after the
+    /// store commit. Returns true when it took the request and will `reply`.
+    public var approvalResponder: ((String, ApprovalDecision, String?, DecisionSource, @escaping RPCReply) throws -> Bool)?
 
     /// The redactor the engine uses: built-in catalog plus the custom rules of
     /// Settings, recompiled when they change (a box so the engine's closure

@@ -29,8 +29,21 @@ public final class MethodTable {
     /// A handler that answers on return (or throws an RPCError).
     public func on(_ method: String, _ body: @escaping (Params, RPCContext) throws -> JSON) {
         precondition(handlers[method] == nil, "method \(method) registered twice")
+        if let d = syncReplyDeferral, d.methods.contains(method) {
+            let later = d.deferReply
+            handlers[method] = .async { p, ctx, reply in
+                let result = try body(p, ctx)
+                later { reply(.success(result)) }
+            }
+            return
+        }
         handlers[method] = .sync(body)
     }
+
+    /// Set before the methods are registered: the replies of these sync
+    /// methods go out through `deferReply` (continuity: after the loop turn's
+    /// store commit, so an answered event survives kill -9).
+    public var syncReplyDeferral: (methods: Set<String>, deferReply: (@escaping () -> Void) -> Void)?
 
     /// A handler that answers later through `reply`. Throwing before calling
     /// `reply` answers with the thrown error.

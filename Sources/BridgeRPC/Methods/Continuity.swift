@@ -11,7 +11,24 @@ import BridgeEngine
 // Writes join the loop turn's transaction (one commit per turn for a burst),
 // so a reply sent after the commit never claims state that could be lost.
 
+/// Methods whose (sync) replies wait for the turn's commit: they change
+/// engine state that the snapshot records.
+let continuityDurableMethods: Set<String> = ["agent.event", "question.answer", "app.update", "settings.update",
+                                             "agent.hook", "agent.streamJson", "agent.claudecodeui"]
+
 extension MethodTable {
+    /// Before any method is registered: replies of the engine's state-changing
+    /// methods go out only after the snapshot they caused is committed.
+    func prepareContinuity(_ env: ServerEnvironment) throws {
+        // In memory (--ephemeral, the demo, in-process clients) nothing
+        // survives a kill anyway: answer at once.
+        guard !env.options.ephemeral else { return }
+        let store = try env.openStore()
+        syncReplyDeferral = (continuityDurableMethods, { body in
+            if store.hasPendingWrites { store.afterCommit { _ in body() } } else { body() }
+        })
+    }
+
     func registerContinuity(_ env: ServerEnvironment) throws {
         let store = try env.openStore()
         let host = env.engine
@@ -100,10 +117,20 @@ extension MethodTable {
         }
         host.afterApply.append(persist)
 
-        // MARK: offline decisions
+        /// Runs `body` once this turn's writes are durable (now, if there are none).
+        func afterDurable(_ body: @escaping () -> Void) {
+            if !env.options.ephemeral && store.hasPendingWrites { store.afterCommit { _ in body() } } else { body() }
+        }
 
-        host.offlineDecision = { rid, decision, device, source, reply in
-            guard !host.engine.connectivity.connected else { return false }
+        // MARK: decisions (offline: queued)
+
+        host.approvalResponder = { rid, decision, device, source, reply in
+            guard !host.engine.connectivity.connected else {
+                let t = host.apply(.approvalResponse(requestId: rid, decision: decision, deviceId: device, source: source))
+                guard case .approval(let r) = t.reply else { throw RPCError.internalError("engine gave no approval reply") }
+                afterDurable { reply(.success(EngineCoding.approvalRespond(r))) }
+                return true
+            }
             let t = host.apply(.approvalQueued(requestId: rid, decision: decision, deviceId: device, source: source))
             guard case .approval(let r) = t.reply else { throw RPCError.internalError("engine gave no approval reply") }
             if r.status == .queued, let sid = r.sessionId {

@@ -21,8 +21,8 @@ extension MethodTable {
             let decision = ApprovalDecision(rawValue: try p.oneOf("decision", ApprovalDecision.allCases.map(\.rawValue)))!
             let device: String? = try p.optional("deviceId") ?? ctx.deviceID
             let source = DecisionSource(rawValue: try p.oneOf("source", DecisionSource.allCases.map(\.rawValue), default: "app"))!
-            // Link to the backend down: continuity queues it durably and answers after the commit.
-            if let offline = host.offlineDecision, try offline(rid, decision, device, source, reply) { return }
+            // Continuity records it durably (queued while the backend link is down) and answers after the commit.
+            if let durable = host.approvalResponder, try durable(rid, decision, device, source, reply) { return }
             let t = host.apply(.approvalResponse(requestId: rid, decision: decision, deviceId: device, source: source))
             guard case .approval(let r) = t.reply else { throw RPCError.internalError("engine gave no approval reply") }
             reply(.success(EngineCoding.approvalRespond(r)))

@@ -2,6 +2,7 @@
 /// methods in a file of its own beside this one.
 extension MethodTable {
     public func registerAll(_ env: ServerEnvironment) throws {
+        try prepareContinuity(env)
         try registerRPC(env)
         try registerTime(env)
         try registerEngine(env)
