@@ -100,42 +100,199 @@ func check(_ replies: [JSON], expectIds: Set<Int64>, uniqueIds: Bool = true, _ w
     for id in expectIds where !seen.contains(id) { fatalError("no reply for id \(id): \(what())") }
 }
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
-    guard let data, size > 0 else { return 0 }
-    var options = ServerOptions()
-    options.manualClock = true
-    options.ephemeral = true
-    options.logLevel = .error
-    options.maxMessageBytes = 1 << 16
-    Log.level = .error
-    let env = ServerEnvironment(loop: EventLoop(), options: options)
-    guard let server = try? RPCServer(env: env) else { fatalError("server did not start") }
-    let client = server.makeInProcessClient()
-    check(client.request("initialize", ["capabilities": [:]]), expectIds: [1])
-    _ = client.notify("initialized", [:])
-    var bytes = Bytes(data: Array(UnsafeBufferPointer(start: data, count: size)))
-    let methods = server.methods.methodNames + RPCServer.builtins.filter { $0 != "exit" && $0 != "shutdown" }
+// MARK: one server for many inputs
+//
+// Starting a server (loop, in-memory SQLite schema, method table) per input
+// held the target at ~20-50 exec/s. One server now serves up to
+// CB_FUZZ_RESET_EVERY inputs (default 256), each input on a fresh connection
+// (so framing detection starts over); it is replaced early when an input
+// changed the lifecycle (shutdown/exit) or the server stopped answering.
+// Reproducibility: with CB_FUZZ_FRESH=1 (run.sh's replay) every input gets a
+// fresh server. Because a crash may depend on the inputs before it on the same
+// server, every input since the last reset is appended to the history file
+// (CB_FUZZ_HISTORY, run.sh points it next to the artifacts) in the sequence
+// format below; that file replays the exact server state as one input.
+//
+// Sequence format: "CBSEQ1" then records of [u32 little-endian length][bytes],
+// all run on one fresh server.
+
+final class Harness {
+    let env: ServerEnvironment
+    let server: RPCServer
+    /// Params of each method from the live spec (rpc.discover): name -> schema.
+    let paramsByMethod: [String: [(String, JSON)]]
+    let methods: [String]
+    init() {
+        var options = ServerOptions()
+        options.manualClock = true
+        options.ephemeral = true
+        options.logLevel = .error
+        options.maxMessageBytes = 1 << 16
+        Log.level = .error
+        env = ServerEnvironment(loop: EventLoop(), options: options)
+        guard let s = try? RPCServer(env: env) else { fatalError("server did not start") }
+        server = s
+        let client = s.makeInProcessClient()
+        check(client.request("initialize", ["capabilities": [:]]), expectIds: [1])
+        _ = client.notify("initialized", [:])
+        methods = s.methods.methodNames + RPCServer.builtins.filter { $0 != "exit" && $0 != "shutdown" }
+        paramsByMethod = Harness.specParams(client)
+    }
+
+    /// Field names and enum values of every method, read from rpc.discover so
+    /// the structured mode follows the contract as it changes.
+    static var specCache: [String: [(String, JSON)]]?
+    static var specStrings: [String] = []
+    static func specParams(_ client: InProcessClient) -> [String: [(String, JSON)]] {
+        if let c = specCache { return c }
+        var out: [String: [(String, JSON)]] = [:]
+        var strings = Set<String>()
+        let reply = client.request("rpc.discover")
+        if let spec = reply.first(where: { $0["result"] != nil })?["result"] {
+            func collect(_ j: JSON) {
+                switch j {
+                case .object(let o):
+                    for (k, v) in o {
+                        if k == "enum", case .array(let a) = v { a.compactMap { $0.stringValue }.forEach { strings.insert($0) } }
+                        if k == "const", let c = v.stringValue { strings.insert(c) }
+                        if k == "properties", case .object(let props) = v { props.keys.forEach { strings.insert($0) } }
+                        collect(v)
+                    }
+                case .array(let a): a.forEach(collect)
+                default: break
+                }
+            }
+            if case .array(let ms) = spec["methods"] ?? .null {
+                for m in ms {
+                    guard let name = m["name"]?.stringValue else { continue }
+                    var ps: [(String, JSON)] = []
+                    if case .array(let params) = m["params"] ?? .null {
+                        for p in params { if let n = p["name"]?.stringValue { ps.append((n, p["schema"] ?? .null)); strings.insert(n) } }
+                    }
+                    out[name] = ps
+                    collect(m["params"] ?? .null)
+                }
+            }
+            collect(spec["components"]?["schemas"] ?? .null)
+        }
+        specCache = out
+        specStrings = strings.sorted()
+        return out
+    }
+}
+
+/// A value shaped by the param's schema most of the time (enum member, the
+/// declared type), anything otherwise.
+func schemaValue(_ b: inout Bytes, _ schema: JSON) -> JSON {
+    let r = b.byte()
+    if r % 4 == 0 { return value(&b, depth: 1) }
+    if case .array(let e) = schema["enum"] ?? .null, !e.isEmpty { return e[Int(b.byte()) % e.count] }
+    switch schema["type"]?.stringValue {
+    case "string":
+        let pool = Harness.specStrings + enumValues
+        return r % 3 == 0 ? .string(enumValues[Int(b.byte()) % enumValues.count]) : .string(pool[Int(b.byte()) % max(pool.count, 1)])
+    case "integer": return .int(Int64(Int8(bitPattern: b.byte())) * Int64(b.byte()))
+    case "number": return .double(Double(b.byte()) / 3)
+    case "boolean": return .bool(b.byte() & 1 == 1)
+    case "array": return .array((0..<Int(b.byte() % 3)).map { _ in object(&b, depth: 2) })
+    default: return object(&b, depth: 1)
+    }
+}
+
+var harness: Harness?
+var inputsOnServer = 0
+let resetEvery = getenv("CB_FUZZ_RESET_EVERY").flatMap { Int(String(cString: $0)) } ?? 256
+var freshEachInput = getenv("CB_FUZZ_FRESH") != nil
+let historyFile: UnsafeMutablePointer<FILE>? = getenv("CB_FUZZ_HISTORY").flatMap { fopen($0, "w+b") }
+
+func resetServer() {
+    harness = nil
+    harness = Harness()
+    inputsOnServer = 0
+    if let h = historyFile {
+        _ = ftruncate(fileno(h), 0)
+        rewind(h)
+        _ = fwrite("CBSEQ1", 1, 6, h)
+        fflush(h)
+    }
+}
+
+func record(_ bytes: ArraySlice<UInt8>) {
+    guard let h = historyFile else { return }
+    var n = UInt32(bytes.count).littleEndian
+    _ = withUnsafeBytes(of: &n) { fwrite($0.baseAddress, 1, 4, h) }
+    _ = bytes.withUnsafeBufferPointer { fwrite($0.baseAddress, 1, $0.count, h) }
+    fflush(h)
+}
+
+/// One input on the current server, on a connection of its own.
+func runOne(_ h: Harness, _ input: ArraySlice<UInt8>) {
+    guard !input.isEmpty else { return }
+    let client = h.server.makeInProcessClient()
+    client.connection.userInfo["initialized"] = true   // receives broadcasts like a real peer
+    // The stream's framing is detected from its first bytes: start it as
+    // NDJSON, as the initialize on a fresh server's connection used to.
+    _ = client.send("{\"jsonrpc\":\"2.0\",\"id\":\"hello\",\"method\":\"ping\"}\n")
+    var bytes = Bytes(data: Array(input))
     if bytes.byte() & 1 == 0 {
         // Raw text: replies are only checked for shape (ids are the input's own
         // and may repeat).
         let text = String(decoding: bytes.data[1...], as: UTF8.self)
-        check(exchange(client, env, text + "\n", expect: []), expectIds: [], uniqueIds: false)
+        check(exchange(client, h.env, text + "\n", expect: []), expectIds: [], uniqueIds: false)
     } else {
         var id: Int64 = 2
         while !bytes.atEnd {
-            let m = methods[Int(bytes.byte()) % methods.count]
-            if m == "exit" || m == "shutdown" { continue }
-            let params: JSON = bytes.byte() % 8 == 0 ? value(&bytes, depth: 0) : object(&bytes, depth: 0)
+            let m = h.methods[Int(bytes.byte()) % h.methods.count]
+            let params: JSON
+            let shape = bytes.byte()
+            if shape % 8 == 0 {
+                params = value(&bytes, depth: 0)
+            } else if shape % 8 < 5, let ps = h.paramsByMethod[m], !ps.isEmpty {
+                // Structure-aware: the method's own params, each present or not.
+                var o: [String: JSON] = [:]
+                for (name, schema) in ps where bytes.byte() % 3 != 0 { o[name] = schemaValue(&bytes, schema) }
+                params = .object(o)
+            } else {
+                params = object(&bytes, depth: 0)
+            }
             let msg: JSON = ["jsonrpc": "2.0", "id": .int(id), "method": .string(m), "params": params]
             let text = msg.serialized()
-            check(exchange(client, env, text + "\n", expect: [id]), expectIds: [id], text)
+            check(exchange(client, h.env, text + "\n", expect: [id]), expectIds: [id], text)
             id += 1
         }
     }
-    // Still serving.
-    let pong = exchange(client, env, "{\"jsonrpc\":\"2.0\",\"id\":\"alive\",\"method\":\"ping\"}\n", expect: [])
-    guard pong.contains(where: { $0["id"] == "alive" && $0["result"] != nil }) else { fatalError("server stopped answering") }
+    // Still serving, on the same connection (the stream resynchronised).
+    let pong = exchange(client, h.env, "{\"jsonrpc\":\"2.0\",\"id\":\"alive\",\"method\":\"ping\"}\n", expect: [])
+    if h.server.phase != .stopped {
+        guard pong.contains(where: { $0["id"] == "alive" && $0["result"] != nil }) else { fatalError("server stopped answering") }
+    }
+}
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
+    guard let data, size > 0 else { return 0 }
+    let input = Array(UnsafeBufferPointer(start: data, count: size))
+    let magic = Array("CBSEQ1".utf8)
+    if input.count >= 6, Array(input[0..<6]) == magic {
+        // A recorded sequence: all of it on one fresh server.
+        resetServer()
+        var i = 6
+        while i + 4 <= input.count {
+            let n = Int(input[i]) | Int(input[i + 1]) << 8 | Int(input[i + 2]) << 16 | Int(input[i + 3]) << 24
+            i += 4
+            let end = min(input.count, i + n)
+            runOne(harness!, input[i..<end])
+            i = end
+            if harness!.server.phase != .running { resetServer() }
+        }
+        harness = nil
+        return 0
+    }
+    if harness == nil || freshEachInput || inputsOnServer >= resetEvery { resetServer() }
+    record(input[...])
+    runOne(harness!, input[...])
+    inputsOnServer += 1
+    if harness!.server.phase != .running { harness = nil }
     return 0
 }
 
@@ -147,6 +304,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
 @main
 struct FuzzDispatchMain {
     static func main() {
+        freshEachInput = true
         for path in CommandLine.arguments.dropFirst() {
             guard let f = fopen(path, "rb") else { fputs("cannot open \(path)\n", stderr); exit(2) }
             var bytes: [UInt8] = []
