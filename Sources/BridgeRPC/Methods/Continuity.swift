@@ -104,18 +104,24 @@ extension MethodTable {
                 default: break
                 }
                 if globalChanged { try store.put(.json(host.engine.snapshotGlobal()), namespace: ns, key: "global", nowMs: now) }
-                // Decisions whose request ended while offline: nothing is sent.
-                for rid in host.engine.droppedDecisions {
-                    if let id = queuedRows.removeValue(forKey: rid) {
-                        try store.fail(id: id, error: "request expired before the connection came back", retryAtMs: nil)
-                    }
-                }
-                if case .connection(.connected) = event { queuedRows.removeAll() }
             } catch {
                 Log.error("engine snapshot not written: \(error)")
             }
         }
-        host.afterApply.append(persist)
+
+        /// Decisions whose request ended while offline: their outbox rows fail, nothing is sent.
+        func settleOutbox(_ event: EngineEvent, _ t: Engine.Transition) {
+            for rid in host.engine.droppedDecisions {
+                guard let id = queuedRows.removeValue(forKey: rid) else { continue }
+                do { try store.fail(id: id, error: "request expired before the connection came back", retryAtMs: nil) } catch {
+                    Log.error("offline decision \(rid) not marked failed: \(error)")
+                }
+            }
+            if case .connection(.connected) = event { queuedRows.removeAll() }
+        }
+        // In memory (--ephemeral) a snapshot could never be read back: skip its cost.
+        if !env.options.ephemeral { host.afterApply.append(persist) }
+        host.afterApply.append(settleOutbox)
 
         /// Runs `body` once this turn's writes are durable (now, if there are none).
         func afterDurable(_ body: @escaping () -> Void) {
