@@ -7,7 +7,10 @@ import BridgeEngine
 /// deadline. Loop thread only, like everything in the server.
 public final class EngineHost {
     public private(set) var engine: Engine
-    let env: ServerEnvironment
+    /// unowned: the environment owns its engine (`ServerEnvironment.engine`);
+    /// a strong reference back made a cycle, so no server created in a process
+    /// (tests, fuzzers, benchmarks) was ever freed (LeakSanitizer found it).
+    unowned let env: ServerEnvironment
     private var timer: TimeoutScheduler.Handle?
     private var timerAt: Millis?
     /// Effects also go here (tests, the demo, issue 7's outbox); after broadcast.
