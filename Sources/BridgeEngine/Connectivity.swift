@@ -59,10 +59,7 @@ extension Engine {
             if wasLost { effects.append(.clearNotifications(ids: [Engine.connectionLostNotificationId])) }
             // Decisions made offline go now, in the order they were made; one
             // whose request ended meanwhile was already reported (settle).
-            for q in queued where state.approvalIndex[q.requestId] != nil {
-                _ = respond(requestId: q.requestId, decision: q.decision, deviceId: q.deviceId, source: q.source,
-                            now: now, into: &effects)
-            }
+            flush(queued, now: now, into: &effects)
         case .disconnected, .failed:
             if state.connection.connected {
                 state.connection.connected = false
@@ -76,6 +73,22 @@ extension Engine {
                 connectionLost(now: now, into: &effects)
             }
         }
+    }
+
+    /// Applies decisions made offline, in order. Not inlined: Swift 6's
+    /// optimizer crashes (OSSA lifetime verification) when `respond` is
+    /// inlined into `handleConnection` in release builds.
+    @inline(never)
+    mutating func flush(_ queued: [QueuedDecision], now: Millis, into effects: inout [Effect]) {
+        for q in queued where state.approvalIndex[q.requestId] != nil {
+            _ = respondOutOfLine(q.requestId, q.decision, q.deviceId, q.source, now: now, into: &effects)
+        }
+    }
+
+    @inline(never)
+    mutating func respondOutOfLine(_ rid: String, _ d: ApprovalDecision, _ device: String?, _ source: DecisionSource,
+                                   now: Millis, into effects: inout [Effect]) -> ApprovalRespondResult {
+        respond(requestId: rid, decision: d, deviceId: device, source: source, now: now, into: &effects)
     }
 
     /// Schedules retry `attempt + 1`.
@@ -140,7 +153,7 @@ extension Engine {
                                 now: Millis, into effects: inout [Effect]) -> ApprovalRespondResult {
         guard let sid = state.approvalIndex[requestId] else {
             // Unknown, resolved or expired: the same answers as online.
-            return respond(requestId: requestId, decision: decision, deviceId: deviceId, source: source, now: now, into: &effects)
+            return respondOutOfLine(requestId, decision, deviceId, source, now: now, into: &effects)
         }
         if let first = state.connection.queuedDecisions.first(where: { $0.requestId == requestId }) {
             return ApprovalRespondResult(status: .alreadyResolved, requestId: requestId, sessionId: sid,
