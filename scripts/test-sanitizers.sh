@@ -33,10 +33,24 @@ run_swift() {  # $1 = address|undefined, $2 = scratch dir
     echo "== swift test --sanitize=$san ($scratch)" >&2
     export CB_SANITIZER="$san"
     set +e
+    # Build first (one clean retry: SwiftPM sometimes keeps a stale build
+    # description, "unknown build description"), then run.
+    if ! swift build --build-tests --sanitize="$san" --scratch-path "$scratch" >"$log.build" 2>&1; then
+        rm -f "$scratch/debug.yaml" "$scratch/build.db"
+        swift build --build-tests --sanitize="$san" --scratch-path "$scratch" >"$log.build" 2>&1 ||
+            { tail -n 30 "$log.build" >&2; echo "sanitize=$san: build failed" >&2; status=1; set -e; return; }
+    fi
+    echo "sanitize=$san: built in $(( $(date +%s) - t0 )) s" >&2
     ASAN_OPTIONS="$asan_opts" LSAN_OPTIONS="suppressions=$root/scripts/lsan.supp:print_suppressions=0" \
     UBSAN_OPTIONS="$ubsan_opts" \
-        swift test --sanitize="$san" --scratch-path "$scratch" >"$log" 2>&1
+        swift test --skip-build --sanitize="$san" --scratch-path "$scratch" >"$log" 2>&1
     rc=$?
+    if [ "$rc" -ne 0 ] && grep -q "unknown build description\|no tests found" "$log"; then
+        # The same stale-description problem on the test step: run the bundle directly.
+        ASAN_OPTIONS="$asan_opts" UBSAN_OPTIONS="$ubsan_opts" \
+            "$scratch/debug/CodingBridgeCorePackageTests.xctest" --testing-library swift-testing >"$log" 2>&1
+        rc=$?
+    fi
     set -e
     # UBSan in Swift test binaries recovers by default for some checks: any
     # "runtime error:" line counts as a failure even when the exit code is 0.

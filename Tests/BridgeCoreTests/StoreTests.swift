@@ -249,5 +249,6 @@ func storeWriteFile(_ path: String, _ bytes: [UInt8]) {
         // The whole burst of 200 writes cost one commit (one fsync).
         #expect(store.commitCount == before + 1)
         #expect(try store.count() == 200)
+        store.onWakeup = nil  // the closure captures the store: break the cycle (LeakSanitizer)
     }
 }

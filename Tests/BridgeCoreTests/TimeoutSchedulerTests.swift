@@ -64,7 +64,7 @@ struct TimeoutSchedulerTests {
             log.append(("outer", s.nowMs))
             s.schedule(afterMs: 50) { log.append(("inner", s.nowMs)) }
             s.schedule(afterMs: 0) { log.append(("zero", s.nowMs)) }
-            s.schedule(afterMs: 500) { log.append(("late", s.nowMs)) }
+            s.schedule(afterMs: 500) { [unowned s] in log.append(("late", s.nowMs)) }  // still pending at the end: no cycle
         }
         s.schedule(afterMs: 120) { log.append(("mid", s.nowMs)) }
         #expect(try s.advance(byMs: 200) == 4)
@@ -122,12 +122,16 @@ struct TimeoutSchedulerTests {
         let s = TimeoutScheduler()
         var ticks: [UInt64] = []
         var timedOut = false
+        var pending: TimeoutScheduler.Handle?
         func tick(at deadline: UInt64) {
-            s.schedule(atMs: deadline) {
+            pending = s.schedule(atMs: deadline) {
                 ticks.append(s.nowMs)
                 tick(at: deadline + 60_000)
             }
         }
+        // The next tick is always pending and its closure holds the scheduler:
+        // cancel it at the end so nothing is left in a cycle (LeakSanitizer).
+        defer { if let pending { _ = s.cancel(pending) } }
         tick(at: 60_000)
         s.schedule(afterMs: 3_600_000) { timedOut = true }
         try s.advance(byMs: 3_599_999)
