@@ -21,8 +21,16 @@ typedef struct {
     uv_idle_t idle;
     int open_handles;
     int handle_closing;
-    int orphan; /* never handed to the owner (accept failed) */
+    int orphan;    /* never handed to the owner (accept failed) */
+    int want_read; /* conn.c wants input (not paused, not closing) */
+    int yielded;   /* reading stopped until the next loop turn (fairness) */
 } sock_t;
+
+/* Bytes read per read call. A full read makes the client yield until the
+ * next loop turn, so one client that writes without pause gets one read per
+ * turn like everyone else instead of libuv's up to 32 back-to-back reads
+ * (2 MiB of requests ahead of every other client's ping). */
+#define CB_SOCK_READ_CHUNK 4096
 
 typedef struct {
     uv_write_t req;
@@ -39,15 +47,23 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     sock_t *s = h->data;
     char *p;
     size_t n;
-    if (cb_framer_reserve(&s->c->in, 65536, &p, &n)) { *buf = uv_buf_init(NULL, 0); return; }
-    *buf = uv_buf_init(p, (unsigned)(n > 0x7fffffff ? 0x7fffffff : n));
+    if (cb_framer_reserve(&s->c->in, CB_SOCK_READ_CHUNK, &p, &n)) { *buf = uv_buf_init(NULL, 0); return; }
+    *buf = uv_buf_init(p, (unsigned)(n > CB_SOCK_READ_CHUNK ? CB_SOCK_READ_CHUNK : n));
 }
+
+static void on_idle(uv_idle_t *h);
 
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
     (void)buf;
     sock_t *s = st->data;
     if (nread > 0) {
         cb_conn__input(s->c, (size_t)nread);
+        /* More is probably waiting: let the other clients have this turn. */
+        if ((size_t)nread == buf->len && s->want_read && !s->handle_closing && !s->c->closing) {
+            uv_read_stop(st);
+            s->yielded = 1;
+            uv_idle_start(&s->idle, on_idle);
+        }
     } else if (nread < 0) {
         uv_read_stop(st);
         /* UV_EOF, ECONNRESET or UV_ENOBUFS (no memory for the read): the
@@ -59,12 +75,17 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
 static void read_start(cb_conn_t *c) {
     sock_t *s = S(c);
     if (!s || s->handle_closing) return;
+    s->want_read = 1;
+    s->yielded = 0;
     if (uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read) < 0) cb_conn__input_eof(c);
 }
 
 static void read_stop(cb_conn_t *c) {
     sock_t *s = S(c);
-    if (s && !s->handle_closing) uv_read_stop((uv_stream_t *)&s->pipe);
+    if (!s) return;
+    s->want_read = 0;
+    s->yielded = 0;
+    if (!s->handle_closing) uv_read_stop((uv_stream_t *)&s->pipe);
 }
 
 /* ---- output ---- */
@@ -118,6 +139,7 @@ static void on_idle(uv_idle_t *h) {
     sock_t *s = h->data;
     uv_idle_stop(h);
     cb_conn__flush(s->c);
+    if (s->yielded && s->want_read && !s->handle_closing && !s->c->closing) read_start(s->c);
 }
 
 static void wake(cb_conn_t *c) {

@@ -7,6 +7,7 @@
 #include "cb_listen.h"
 #include "cb_rpc.h"
 #include <assert.h>
+#include <signal.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -56,6 +57,7 @@ int main(void) {
     char path[256], lockp[300];
     snprintf(path, sizeof path, "%s/s.sock", dir);
     snprintf(lockp, sizeof lockp, "%s.lock", path);
+    signal(SIGPIPE, SIG_IGN); /* as the server does (cb_signals_watch) */
     uv_loop_init(&loop);
     cb_rpc_t *rpc = cb_rpc_new(&loop, NULL, on_call, on_conn, NULL);
     cb_rpc_set_static(rpc, "ping", "{}", 2);
@@ -89,6 +91,29 @@ int main(void) {
     }
     spin(50);
     CHECK(closed_events == N);
+
+    /* fairness: a client with a backlog of pipelined requests gets one
+     * 4 KiB read per loop turn, so another client's request in the same
+     * turn is not queued behind all of it */
+    nconns = 0;
+    int fl = client(path), ot = client(path);
+    spin(5);
+    CHECK(nconns == 2);
+    static char flood[1 << 20];
+    size_t rl = strlen(req), off = 0;
+    while (off + rl <= sizeof flood) { memcpy(flood + off, req, rl); off += rl; }
+    ssize_t queued_in = send(fl, flood, off, MSG_DONTWAIT);
+    CHECK(queued_in > 64 * 1024);
+    CHECK(write(ot, req, rl) == (ssize_t)rl);
+    uint64_t before_fl = conns[0]->bytes_in;
+    uv_run(&loop, UV_RUN_NOWAIT);
+    CHECK(conns[1]->bytes_in == rl);
+    CHECK(conns[0]->bytes_in - before_fl <= 4096);
+    spin(20);
+    CHECK(conns[0]->bytes_in > before_fl + 4096); /* and it is served on later turns */
+    close(fl);
+    close(ot);
+    spin(20);
 
     /* a client that never reads: queue far more than the socket buffer, abort */
     nconns = 0;
