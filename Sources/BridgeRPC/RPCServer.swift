@@ -10,6 +10,8 @@ import BridgeEngine
 /// only `exit`, `ping` and `rpc.discover` (others: -32600). `exit` ends the
 /// process with 0 after `shutdown`, else 1. EOF on input, SIGTERM or SIGINT:
 /// queued output is flushed and the process exits with 0.
+/// Unix-socket clients (`listen(unixPath:)`, Listen.swift) each have their own
+/// lifecycle instead; with a listener, EOF on stdin does not stop the server.
 public final class RPCServer {
     public enum Phase: Sendable { case awaitingInitialize, running, shuttingDown, stopped }
 
