@@ -36,7 +36,7 @@ struct Serve: ParsableCommand {
 
         Examples:
           echo '{"jsonrpc":"2.0","id":1,"method":"ping"}' | codingbridge serve
-          codingbridge serve --listen unix --no-stdio    # daemon for phones, hooks, editors
+          codingbridge serve --listen unix --no-stdio   # a daemon
         """
     )
 
