@@ -24,8 +24,10 @@ extension MethodTable {
         // survives a kill anyway: answer at once.
         guard !env.options.ephemeral else { return }
         let store = try env.openStore()
+        // Two turn ends: the snapshot of this turn is written right after
+        // its commit (coalesced per session) and committed by the next one.
         syncReplyDeferral = (continuityDurableMethods, { body in
-            if store.hasPendingWrites { store.afterCommit { _ in body() } } else { body() }
+            store.afterCommit { _ in store.afterCommit { _ in body() } }
         })
     }
 
@@ -73,8 +75,32 @@ extension MethodTable {
             if let rid = m.payload["requestId"]?.stringValue { queuedRows[rid] = m.id }
         }
 
+        // Dirty sessions are collected per loop turn and written once, right
+        // after the turn's commit (a burst of 1000 tool uses of one session is
+        // one document write); the next turn end commits them. Replies that
+        // report engine state wait for that second commit (afterDurable).
+        var dirty = Set<String>()
+        var globalDirty = false
+        var flushQueued = false
+
+        func flushSnapshot() {
+            flushQueued = false
+            let now = host.now
+            do {
+                for sid in dirty {
+                    if let doc = host.engine.snapshot(session: sid) {
+                        try store.put(.json(doc), namespace: ns, key: sessionPrefix + sid, nowMs: now)
+                    }
+                }
+                if globalDirty { try store.put(.json(host.engine.snapshotGlobal()), namespace: ns, key: "global", nowMs: now) }
+            } catch {
+                Log.error("engine snapshot not written: \(error)")
+            }
+            dirty.removeAll(keepingCapacity: true)
+            globalDirty = false
+        }
+
         func persist(_ event: EngineEvent, _ t: Engine.Transition) {
-            var dirty = Set<String>()
             switch event {
             case .agent(let e): dirty.insert(e.sessionId)
             default: break
@@ -91,21 +117,14 @@ extension MethodTable {
                 default: break
                 }
             }
-            let now = host.now
-            do {
-                for sid in dirty {
-                    if let doc = host.engine.snapshot(session: sid) {
-                        try store.put(.json(doc), namespace: ns, key: sessionPrefix + sid, nowMs: now)
-                    }
-                }
-                var globalChanged = !t.effects.isEmpty
-                switch event {
-                case .app, .settings, .connection, .approvalQueued: globalChanged = true
-                default: break
-                }
-                if globalChanged { try store.put(.json(host.engine.snapshotGlobal()), namespace: ns, key: "global", nowMs: now) }
-            } catch {
-                Log.error("engine snapshot not written: \(error)")
+            if !t.effects.isEmpty { globalDirty = true }
+            switch event {
+            case .app, .settings, .connection, .approvalQueued: globalDirty = true
+            default: break
+            }
+            if !flushQueued && (globalDirty || !dirty.isEmpty) {
+                flushQueued = true
+                store.afterCommit { _ in flushSnapshot() }
             }
         }
 
@@ -120,12 +139,16 @@ extension MethodTable {
             if case .connection(.connected) = event { queuedRows.removeAll() }
         }
         // In memory (--ephemeral) a snapshot could never be read back: skip its cost.
-        if !env.options.ephemeral { host.afterApply.append(persist) }
+        if !env.options.ephemeral {
+            host.afterApply.append(persist)
+            env.onExit.append { [unowned store] in flushSnapshot(); store.flush() }
+        }
         host.afterApply.append(settleOutbox)
 
         /// Runs `body` once this turn's writes are durable (now, if there are none).
-        func afterDurable(_ body: @escaping () -> Void) {
-            if !env.options.ephemeral && store.hasPendingWrites { store.afterCommit { _ in body() } } else { body() }
+        func afterDurable(_ body: @escaping (StoreError?) -> Void) {
+            if env.options.ephemeral { return body(nil) }
+            store.afterCommit { e1 in store.afterCommit { e2 in body(e1 ?? e2) } }
         }
 
         // MARK: decisions (offline: queued)
@@ -134,7 +157,7 @@ extension MethodTable {
             guard !host.engine.connectivity.connected else {
                 let t = host.apply(.approvalResponse(requestId: rid, decision: decision, deviceId: device, source: source))
                 guard case .approval(let r) = t.reply else { throw RPCError.internalError("engine gave no approval reply") }
-                afterDurable { reply(.success(EngineCoding.approvalRespond(r))) }
+                afterDurable { _ in reply(.success(EngineCoding.approvalRespond(r))) }
                 return true
             }
             let t = host.apply(.approvalQueued(requestId: rid, decision: decision, deviceId: device, source: source))
@@ -150,8 +173,8 @@ extension MethodTable {
                     queuedRows[rid] = row.id
                 } catch { throw StoreRPCError.from(error) }
             }
-            // "queued" means on disk: answer after the turn's commit.
-            store.afterCommit { err in
+            // "queued" means on disk (outbox row and engine snapshot): answer after both commits.
+            afterDurable { err in
                 if let err { return reply(.failure(StoreRPCError.from(err))) }
                 reply(.success(EngineCoding.approvalRespond(r)))
             }
