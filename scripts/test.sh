@@ -12,6 +12,8 @@ swift test 2>&1 | tail -n 40
 echo "== end-to-end tests (pytest)" >&2
 CODINGBRIDGE_BIN="$(swift build -c release --show-bin-path)/codingbridge" \
     python3 -m pytest -q Tests/e2e
+echo "== C drivers (ASan+UBSan)" >&2
+bash Tests/clisten/run.sh
 echo "== fuzzing (bounded)" >&2
 for run in Tests/fuzz/*/run.sh; do
     [ -e "$run" ] || continue
