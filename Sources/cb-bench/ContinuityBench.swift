@@ -6,9 +6,9 @@ import Glibc
 #endif
 
 /// `cb-bench continuity`: what durability costs and how fast a restart recovers.
-///  1. sustained agent.event mix, pipelined, with a state directory (every
-///     event's session document rewritten, one commit per loop turn) vs the
-///     same run with `--ephemeral` (no snapshot), same binary, same run;
+///  1. sustained agent.event mix, pipelined, with a state directory (each
+///     session touched in a loop turn rewritten once, one commit per turn) vs
+///     the same run with `--ephemeral` (no snapshot), same binary, same run;
 ///  2. restart: time from spawn to the `initialize` reply with N sessions (each
 ///     with a pending approval) in the state directory, vs an empty state
 ///     directory (process start + store open).
@@ -44,7 +44,7 @@ struct ContinuityBench: ParsableCommand {
         payload += Array("{\"jsonrpc\":\"2.0\",\"id\":\"end\",\"method\":\"ping\"}\n".utf8)
         var rates: [(String, Double)] = []
         for (name, args) in [("baseline: --ephemeral (no snapshot)", ["--ephemeral"]),
-                             ("--state-dir (snapshot per event, group commit)", ["--state-dir", tmp + "/tp"])] {
+                             ("--state-dir (dirty sessions written per loop turn)", ["--state-dir", tmp + "/tp"])] {
             let c = try Child(server, ["serve", "--manual-clock"] + args)
             try c.roundTrip("{\"jsonrpc\":\"2.0\",\"id\":\"init\",\"method\":\"initialize\",\"params\":{}}\n", until: "\"id\":\"init\"")
             let t0 = DispatchTime.now().uptimeNanoseconds
