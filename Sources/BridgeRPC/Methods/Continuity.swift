@@ -32,8 +32,11 @@ extension MethodTable {
     }
 
     func registerContinuity(_ env: ServerEnvironment) throws {
-        let store = try env.openStore()
-        let host = env.engine
+        // The closures below are kept by the host and the environment, which
+        // own the host and the store: unowned, so an in-process server is freed.
+        unowned let store = try env.openStore()
+        unowned let host = env.engine
+        let ephemeral = env.options.ephemeral
         let ns = "engine"
         let sessionPrefix = "session:"
 
@@ -139,15 +142,15 @@ extension MethodTable {
             if case .connection(.connected) = event { queuedRows.removeAll() }
         }
         // In memory (--ephemeral) a snapshot could never be read back: skip its cost.
-        if !env.options.ephemeral {
+        if !ephemeral {
             host.afterApply.append(persist)
-            env.onExit.append { [unowned store] in flushSnapshot(); store.flush() }
+            env.onExit.append { flushSnapshot(); store.flush() }
         }
         host.afterApply.append(settleOutbox)
 
         /// Runs `body` once this turn's writes are durable (now, if there are none).
         func afterDurable(_ body: @escaping (StoreError?) -> Void) {
-            if env.options.ephemeral { return body(nil) }
+            if ephemeral { return body(nil) }
             store.afterCommit { e1 in store.afterCommit { e2 in body(e1 ?? e2) } }
         }
 
