@@ -157,6 +157,9 @@ public final class RPCEndpoint {
     public var onPeerGone: (RPCConnection) -> Void = { _ in }
     /// SIGTERM / SIGINT arrived (after `watchSignals`).
     public var onSignal: (Int32) -> Void = { _ in }
+    /// A connection finished closing (whatever closed it: EOF, a write
+    /// error, `abort`, `close`); once per connection, after it left `allConnections`.
+    public var onClosed: (RPCConnection) -> Void = { _ in }
 
     public init(loop: EventLoop, limits: TransportLimits = TransportLimits()) {
         self.loop = loop
@@ -245,6 +248,7 @@ public final class RPCEndpoint {
 
     fileprivate func closed(_ c: RPCConnection) {
         connections[c.id] = nil
+        onClosed(c)
         let then = c.onClosed
         c.onClosed = nil
         then?()

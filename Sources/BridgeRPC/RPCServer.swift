@@ -55,6 +55,11 @@ public final class RPCServer {
             if conn === self.stdio && self.sockets.listeners.isEmpty { self.stop(exitCode: 0, reason: "end of input") }
             else { self.peerGone(conn) }
         }
+        // weak: the endpoint's deinit closes what is left after the server is gone.
+        endpoint.onClosed = { [weak self] conn in
+            guard let self, !self.stopping else { return }
+            for hook in self.env.onConnectionClosed { hook(conn.id) }
+        }
         endpoint.onSignal = { [unowned self] sig in
             if self.stopping {
                 // a second signal: the user does not want to wait for the flush

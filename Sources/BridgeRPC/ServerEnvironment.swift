@@ -42,6 +42,11 @@ public final class ServerEnvironment {
     public lazy var engine = EngineHost(env: self)
     /// Called with the new state after `connection.update` (continuity's retry policy).
     public var onConnectionUpdate: [(String) -> Void] = []
+    /// Called once with a connection's id (`RPCContext.connectionID`) when a
+    /// socket, stdio or in-process connection goes away while the server is
+    /// serving (EOF, error, slow-client drop, `exit`); not for the connections
+    /// the server itself closes when it stops.
+    public var onConnectionClosed: [(Int) -> Void] = []
     /// Run once when the server stops (exit, EOF, signal), after output is flushed.
     public var onExit: [() -> Void] = []
 

@@ -19,7 +19,9 @@ import time
 
 import pytest
 
-from conftest import binary, validate_result
+import jsonschema
+
+from conftest import binary, spec, validate_result
 
 SID = "3c9b7e21-5a0f-4d6e-8b1c-7f2a9e4d6b08"
 CWD = "/home/dev/payments"
@@ -154,6 +156,13 @@ class SocketServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
+
+
+def wait_until(cond, what, timeout=10):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
 
 
 @pytest.fixture
@@ -322,8 +331,10 @@ def test_permission_request_hook_gives_up_at_its_own_timeout(srv):
     code, out, _, secs = h.finish()
     assert (code, out) == (0, "")
     assert 1.9 <= secs < 5.0, secs
-    # A decision after the hook left goes nowhere, and the server keeps serving.
-    assert srv.request("approval.respond", {"requestId": a["requestId"], "decision": "allow"})["status"] == "accepted"
+    # Nobody waits for the decision any more: the hook's connection closed,
+    # so the phone stops asking; a late answer is refused, the server serves on.
+    wait_until(lambda: srv.pending() == [], "the approval was not cancelled when the hook left")
+    assert srv.request("approval.respond", {"requestId": a["requestId"], "decision": "allow"})["status"] == "alreadyResolved"
     assert srv.request("session.get", {"sessionId": SID})["session"]["pendingApprovalCount"] == 0
 
 
@@ -425,3 +436,91 @@ def test_two_waiting_hooks_get_their_own_decisions(srv):
     assert code1 == code2 == 0
     assert json.loads(out1)["hookSpecificOutput"]["decision"] == {"behavior": "allow"}
     assert json.loads(out2)["hookSpecificOutput"]["decision"]["behavior"] == "deny"
+
+
+# ------------------------------------------------ the hook killed while waiting
+
+NOTE_SCHEMAS = {"approval.resolved": "ApprovalResolvedParams", "notification.clear": "NotificationClearParams",
+                "badge.update": "BadgeUpdateParams", "notification.post": "NotificationPostParams",
+                "banner.show": "BannerShowParams"}
+
+
+def notes_since(srv, n, method):
+    """Params of `method` notifications the phone got after the n-th, each checked against the spec."""
+    out = [m["params"] for m in srv.notes[n:] if m["method"] == method]
+    for p in out:
+        jsonschema.validate(p, {"$ref": f"#/components/schemas/{NOTE_SCHEMAS[method]}", "components": spec()["components"]})
+    return out
+
+
+def test_killed_hook_cancels_its_permission_request(srv):
+    """Claude Code kills the hook when the person answers in the terminal
+    (e.g. denies): the hook's connection closes, so the approval must leave
+    the phone at once, not at Stop or its timeout."""
+    run_hook(hook_input("UserPromptSubmit", prompt="Deploy staging"), srv.path)
+    h = HookProcess(permission(), srv.path, "--timeout", "50")
+    a = srv.wait_pending()[0]
+    # The app is in the foreground: a banner (a push when in the background).
+    def shown():
+        return [p for p in notes_since(srv, 0, "banner.show") + notes_since(srv, 0, "notification.post")
+                if a["requestId"] in json.dumps(p)]
+    wait_until(shown, "no banner or notification for the approval")
+    posted = shown()
+    note_id = posted[-1]["id"]
+    time.sleep(0.2)
+    assert h.running(), "the hook waits for the person"
+    n = len(srv.notes)
+    h.p.kill()  # SIGKILL: no goodbye on the socket, just a closed connection
+    h.p.wait(timeout=10)
+    wait_until(lambda: srv.pending() == [], "the approval stayed pending after its hook was killed")
+    wait_until(lambda: notes_since(srv, n, "approval.resolved"), "no approval.resolved")
+    assert notes_since(srv, n, "approval.resolved") == [
+        {"requestId": a["requestId"], "sessionId": SID, "decision": "cancelled", "by": None}]
+    cleared = [i for p in notes_since(srv, n, "notification.clear") for i in p["ids"]]
+    assert note_id in cleared, (note_id, srv.notes[n:])
+    assert notes_since(srv, n, "badge.update")[-1] == {"count": 0}
+    s = srv.request("session.get", {"sessionId": SID})["session"]
+    assert s["pendingApprovalCount"] == 0 and s["status"] != "awaitingApproval", s
+    # The answer from the phone comes too late and goes nowhere.
+    r = srv.request("approval.respond", {"requestId": a["requestId"], "decision": "allow", "deviceId": "iphone"})
+    assert r["status"] == "alreadyResolved"
+    assert srv.request("ping") == {} and srv.proc.poll() is None
+
+
+def test_closed_connections_without_a_waiting_permission_change_nothing(srv):
+    """Only the connection a PermissionRequest waits on cancels it: hooks for
+    other events (finished or killed) and other clients going away do not."""
+    run_hook(hook_input("UserPromptSubmit", prompt="Migrate"), srv.path)
+    h = HookProcess(permission("psql -f migrate.sql"), srv.path, "--timeout", "50")
+    before = srv.wait_pending()
+    n = len(srv.notes)
+    # a hook for another event that ran to its end (its connection closed)
+    pre = hook_input("PreToolUse", tool_name="Bash", tool_input={"command": "ls"}, tool_use_id="toolu_ls")
+    code, out, _, _ = run_hook(pre, srv.path)
+    assert (code, out) == (0, "")
+    # a hook for another event killed with SIGKILL, whenever that lands
+    k = HookProcess(hook_input("Notification", message="Claude needs your permission"), srv.path, "--timeout", "50")
+    k.p.kill()
+    k.p.wait(timeout=10)
+    # another client that goes away abruptly, and one after a pending request of its own
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    c.connect(srv.path)
+    c.sendall(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"clientInfo":{"name":"x"},"deviceId":"ipad"}}\n'
+              b'{"jsonrpc":"2.0","id":2,"method":"approval.list","params":{}}\n')
+    c.recv(65536)
+    c.shutdown(socket.SHUT_RDWR)
+    c.close()
+    # a hook killed after its PermissionRequest was already answered
+    h2 = HookProcess(permission("psql -f check.sql"), srv.path, "--timeout", "50")
+    rid2 = next(a["requestId"] for a in srv.wait_pending(2) if a["summary"] == "psql -f check.sql")
+    assert srv.request("approval.respond", {"requestId": rid2, "decision": "deny"})["status"] == "accepted"
+    code2, out2, _, _ = h2.finish()
+    assert code2 == 0 and json.loads(out2)["hookSpecificOutput"]["decision"]["behavior"] == "deny"
+    time.sleep(0.3)
+    assert [a["requestId"] for a in srv.pending()] == [a["requestId"] for a in before]
+    assert h.running()
+    assert [p["requestId"] for p in notes_since(srv, n, "approval.resolved")] == [rid2]
+    assert srv.request("approval.respond", {"requestId": before[0]["requestId"], "decision": "allow"})["status"] == "accepted"
+    code, out, err, _ = h.finish()
+    assert code == 0, err
+    assert json.loads(out)["hookSpecificOutput"]["decision"] == {"behavior": "allow"}

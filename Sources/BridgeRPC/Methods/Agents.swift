@@ -5,7 +5,9 @@ import BridgeEngine
 /// agent's raw object as params and feeds the engine the native events it
 /// means (Adapters/). `agent.hook` answers a PermissionRequest only when the
 /// approval is resolved: decided by a person (`approval.respond` from any
-/// client), timed out by the engine, or cancelled (task ended, agent said so).
+/// client), timed out by the engine, or cancelled (task ended, agent said so,
+/// or the hook's connection closed first: Claude Code killed the hook because
+/// the person answered in the terminal).
 extension MethodTable {
     func registerAgents(_ env: ServerEnvironment) throws {
         let host = env.engine
@@ -13,8 +15,16 @@ extension MethodTable {
         host.observers.append { [state] effect in
             if case let .approvalResolved(rid, _, decision, by) = effect { state.resolve(rid, decision, by: by) }
         }
+        env.onConnectionClosed.append { [state, unowned host] connection in
+            // Nobody is left to act on these decisions: stop asking the phone.
+            for rid in state.abandon(connection: connection) {
+                guard let a = host.engine.pendingApprovals.first(where: { $0.requestId == rid }) else { continue }
+                Log.debug("agent.hook connection \(connection) closed while \(rid) was pending: cancelled")
+                host.apply(.agent(AgentEvent(sessionId: a.sessionId, kind: .approvalCancelled(requestId: rid))))
+            }
+        }
 
-        onAsync("agent.hook") { p, _, reply in
+        onAsync("agent.hook") { p, ctx, reply in
             var m = try ClaudeHookAdapter.map(p.raw, engine: host.engine, ids: &state.ids)
             // Our own field beside Claude Code's snake_case ones: how long the
             // hook will wait. The approval expires a little before, so the
@@ -42,7 +52,7 @@ extension MethodTable {
                 // Nothing to wait for (cannot normally happen: ids are fresh).
                 return reply(.success(AgentMethods.decided(applied, rid, nil, by: nil, host)))
             }
-            state.wait(rid) { resolution, by in
+            state.wait(rid, connection: ctx.connectionID) { resolution, by in
                 reply(.success(AgentMethods.decided(applied, rid, resolution, by: by, host)))
             }
         }
@@ -57,19 +67,39 @@ extension MethodTable {
     }
 }
 
-/// Per-server adapter state: fresh request ids, and the hook requests
-/// waiting for their approval to resolve. Loop thread only.
+/// Per-server adapter state: fresh request ids, the hook requests waiting
+/// for their approval to resolve, and the connection each one waits on.
+/// Loop thread only.
 final class AgentAdapterState {
     var ids = AgentIdSource()
     private var waiting: [String: [(ApprovalResolution, String?) -> Void]] = [:]
+    private var byConnection: [Int: Set<String>] = [:]
+    private var connectionOf: [String: Int] = [:]
 
-    func wait(_ rid: String, _ k: @escaping (ApprovalResolution, String?) -> Void) {
+    func wait(_ rid: String, connection: Int, _ k: @escaping (ApprovalResolution, String?) -> Void) {
         waiting[rid, default: []].append(k)
+        connectionOf[rid] = connection
+        byConnection[connection, default: []].insert(rid)
     }
 
     func resolve(_ rid: String, _ r: ApprovalResolution, by: String?) {
+        forget(rid)
         guard let ks = waiting.removeValue(forKey: rid) else { return }
         for k in ks { k(r, by) }
+    }
+
+    /// The requests a closed connection was waiting for (its waiters stay
+    /// until the approval resolves; their replies then go nowhere).
+    func abandon(connection: Int) -> [String] {
+        guard let rids = byConnection.removeValue(forKey: connection) else { return [] }
+        for rid in rids { connectionOf[rid] = nil }
+        return rids.sorted()
+    }
+
+    private func forget(_ rid: String) {
+        guard let c = connectionOf.removeValue(forKey: rid) else { return }
+        byConnection[c]?.remove(rid)
+        if byConnection[c]?.isEmpty == true { byConnection[c] = nil }
     }
 }
 
