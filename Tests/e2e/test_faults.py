@@ -132,6 +132,7 @@ def test_kill9_with_pending_approval_and_queued_messages(spawn, tmp_path):
         c.request("agent.event", {"sessionId": f"s{rnd}", "type": "approval_request", "requestId": rid,
                                   "toolName": "Bash", "input": {"command": "make deploy"}})
         steps = rng.randrange(1, 60)
+        decided = None
         for i in range(steps):
             op = rng.random()
             if op < 0.6:
@@ -146,8 +147,11 @@ def test_kill9_with_pending_approval_and_queued_messages(spawn, tmp_path):
                             acked.add(n["params"]["id"])
                         except Exception:
                             pass  # delivered before the last restart: may be finished already
-            else:
+            elif op < 0.95 or decided:
                 c.request("debug.advanceClock", {"ms": rng.choice([100, 1000, 30_000])})
+            else:
+                r = c.request("approval.respond", {"requestId": rid, "decision": "deny"})
+                decided = r["status"]  # accepted (or expired if the clock passed 60 s)
         # Random point: sometimes with requests still in the pipe.
         for j in range(rng.randrange(0, 20)):
             c.send({"jsonrpc": "2.0", "id": f"late{j}", "method": "message.send",
@@ -171,6 +175,11 @@ def test_kill9_with_pending_approval_and_queued_messages(spawn, tmp_path):
             assert ms and ms[0]["status"] == "delivered", f"acked message {mid} not delivered after restart"
         if "pendingApprovals" in rec or "approvals" in rec:
             pending = c.request("approval.list", {})["approvals"]
-            assert any(a["requestId"] == rid for a in pending) or \
-                c.request("approval.respond", {"requestId": rid, "decision": "allow"})["status"] in ("expired", "alreadyResolved")
+            if decided == "accepted":
+                # An answered decision is not lost: not pending again, a second answer is refused.
+                assert not any(a["requestId"] == rid for a in pending), f"decided approval {rid} pending after kill -9"
+                assert c.request("approval.respond", {"requestId": rid, "decision": "allow"})["status"] == "alreadyResolved"
+            else:
+                assert any(a["requestId"] == rid for a in pending) or \
+                    c.request("approval.respond", {"requestId": rid, "decision": "allow"})["status"] in ("expired", "alreadyResolved")
         c.kill()
