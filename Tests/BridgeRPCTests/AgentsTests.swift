@@ -206,4 +206,46 @@ private func apply(_ m: AgentMapping, to engine: inout Engine, at now: Millis) {
         #expect(answer["result"]?["decision"] == "timeout")
         #expect(answer["result"]?["hookOutput"] == .null)
     }
+
+    /// Claude Code killed the hook (the person answered in the terminal): its
+    /// connection closes, its approval is cancelled; another hook's stays.
+    @Test func closedHookConnectionCancelsOnlyItsApproval() throws {
+        let (s, hook, phone) = server()
+        var resolved: [(String, ApprovalResolution)] = []
+        s.env.engine.observers.append { if case let .approvalResolved(rid, _, d, _) = $0 { resolved.append((rid, d)) } }
+        let other = s.makeInProcessClient()
+        func ask(_ c: InProcessClient, _ id: Int, _ command: String) {
+            let call: JSON = ["jsonrpc": "2.0", "id": .int(Int64(id)), "method": "agent.hook",
+                              "params": ["session_id": "s3", "hook_event_name": "PermissionRequest", "tool_name": "Bash",
+                                         "tool_input": ["command": .string(command)]]]
+            #expect(replies(c.send(call.serialized() + "\n")).isEmpty)
+        }
+        func pending() -> [String: String] {
+            let list = phone.request("approval.list", [:]).first { $0["id"] != nil }
+            var m: [String: String] = [:]
+            for a in list?["result"]?["approvals"]?.arrayValue ?? [] { m[a["summary"]!.stringValue!] = a["requestId"]!.stringValue! }
+            return m
+        }
+        ask(hook, 1, "make deploy")
+        ask(other, 2, "make migrate")
+        let before = pending()
+        #expect(before.count == 2)
+        // A client that never asked for a permission goes away: nothing changes.
+        do { let idle = s.makeInProcessClient(); _ = idle.request("ping") }
+        for _ in 0..<3 { _ = s.env.loop.runOnce() }
+        #expect(pending() == before && resolved.isEmpty)
+
+        hook.sendEOF()
+        for _ in 0..<3 { _ = s.env.loop.runOnce() }
+        let rid = try #require(before["make deploy"])
+        #expect(pending() == ["make migrate": before["make migrate"]!])
+        #expect(resolved.count == 1 && resolved.first?.0 == rid && resolved.first?.1 == .cancelled)
+        // Once resolved, the close of a connection whose approval was answered changes nothing.
+        let r = phone.request("approval.respond", ["requestId": .string(before["make migrate"]!), "decision": "deny"])
+        #expect(r.first { $0["id"] != nil }?["result"]?["status"] == "accepted")
+        #expect(replies(other.takeOutput()).first?["result"]?["decision"] == "deny")
+        other.sendEOF()
+        for _ in 0..<3 { _ = s.env.loop.runOnce() }
+        #expect(resolved.count == 2 && resolved.last?.1 == .deny)
+    }
 }
