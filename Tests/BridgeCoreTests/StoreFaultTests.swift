@@ -1,4 +1,5 @@
 import Testing
+import Foundation
 import BridgeCore
 import CSQLite
 #if canImport(Glibc)
@@ -134,7 +135,7 @@ private func expectStoreError(_ kind: StoreError.Kind, containing parts: [String
         let store = try Store(directory: dir)
         _ = try store.enqueue(sessionId: "s", kind: "message", payload: "before", nowMs: 1)
         try store.commit()
-        #expect(system("rm -rf '\(dir)'") == 0)
+        try FileManager.default.removeItem(atPath: dir)
         _ = try store.enqueue(sessionId: "s", kind: "message", payload: "after", nowMs: 2)
         expectStoreError(.directory, containing: ["deleted or moved", dir]) { try store.commit() }
     }
