@@ -107,32 +107,13 @@ private final class Child {
     let fromChild: Int32
 
     init(_ path: String, _ args: [String]) throws {
-        var inPipe: [Int32] = [0, 0], outPipe: [Int32] = [0, 0]
-        guard pipe(&inPipe) == 0, pipe(&outPipe) == 0 else { throw ValidationError("pipe failed") }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        posix_spawn_file_actions_adddup2(&actions, inPipe[0], 0)
-        posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        for fd in [inPipe[0], inPipe[1], outPipe[0], outPipe[1]] { posix_spawn_file_actions_addclose(&actions, fd) }
-        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + args).map { strdup($0) } + [nil]
-        var p: pid_t = 0
-        let rc = posix_spawn(&p, path, &actions, nil, argv, environ)
-        posix_spawn_file_actions_destroy(&actions)
-        for a in argv { free(a) }
-        guard rc == 0 else { throw ValidationError("cannot start \(path): \(String(cString: strerror(rc)))") }
-        close(inPipe[0]); close(outPipe[1])
-        pid = p
-        toChild = inPipe[1]
-        fromChild = outPipe[0]
+        let io = try ChildPipes(path, args)
+        pid = io.pid
+        toChild = io.toChild
+        fromChild = io.fromChild
     }
 
-    func finish() {
-        close(toChild)
-        var status: Int32 = 0
-        waitpid(pid, &status, 0)
-        close(fromChild)
-    }
+    func finish() { ChildPipes.finish(pid: pid, toChild: toChild, fromChild: fromChild) }
 
     private func writeAll(_ bytes: UnsafeRawBufferPointer) throws {
         var off = 0
