@@ -149,6 +149,8 @@ int cb_draft_save(cb_store_t *s, const char *session_id, const char *text, size_
 int cb_draft_get(cb_store_t *s, const char *session_id, char **text_out, size_t *len_out, int64_t *saved_ms);
 /* 0 and *removed = 0/1. */
 int cb_draft_clear(cb_store_t *s, const char *session_id, int *removed);
+/* How many sessions have a draft, or a negative error. */
+int64_t cb_draft_count(cb_store_t *s);
 
 /* ---- key-value area: (namespace, key) -> value (JSON text or bytes) ---- */
 int cb_kv_put(cb_store_t *s, const char *ns, const char *key, const void *value, size_t len,

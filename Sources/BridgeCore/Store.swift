@@ -336,6 +336,13 @@ public final class Store {
         return removed != 0
     }
 
+    /// How many sessions have a draft (what a restart brings back).
+    public func draftCount() throws -> Int {
+        let n = cb_draft_count(handle)
+        if n < 0 { throw lastError() }
+        return Int(n)
+    }
+
     // MARK: key-value area
 
     public func put(_ value: StoredValue, namespace: String, key: String, nowMs: Int64) throws {

@@ -88,10 +88,8 @@ extension Engine {
         }
         // PRD Flow 2: after "Approve" the lock screen shows what Claude now does.
         let op: String? = decision == .allow ? req.map { strings[OperationText.key(for: $0.tool)] } : nil
-        withSession(sid, now: now) { s in
-            if let deviceId { s.activeDevice = deviceId }
-            if let op { s.operation = op }
-        }
+        if let op { withSession(sid, now: now) { s in s.operation = op } }
+        deviceInteracted(sid, device: deviceId, now: now, into: &effects)
         refreshActivity(sid, now: now, into: &effects)
         return ApprovalRespondResult(status: .accepted, requestId: requestId, sessionId: sid, resolution: resolution)
     }

@@ -45,6 +45,10 @@ public struct Engine {
         case let .approvalQueued(rid, decision, device, source):
             t.reply = .approval(queueDecision(requestId: rid, decision: decision, deviceId: device, source: source,
                                               now: now, into: &t.effects))
+        case let .userMessage(sid, device):
+            if deviceInteracted(sid, device: device, now: now, into: &t.effects) {
+                t.effects.append(.sessionChanged(sessionId: sid))
+            }
         }
         if !state.lastDroppedDecisions.isEmpty { state.lastDroppedDecisions = [] }
         settleQueuedDecisions(now: now, into: &t.effects)

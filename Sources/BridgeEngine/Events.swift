@@ -112,4 +112,7 @@ public enum EngineEvent: Equatable, Sendable {
     case connection(ConnectionChange)
     /// A decision made while the link is down: kept and sent on reconnect.
     case approvalQueued(requestId: String, decision: ApprovalDecision, deviceId: String?, source: DecisionSource)
+    /// The person sent the session a message from a device (`message.send`):
+    /// the session continues there (EDGE-CASES "Session Handoff").
+    case userMessage(sessionId: String, deviceId: String?)
 }

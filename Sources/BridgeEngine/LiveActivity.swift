@@ -190,8 +190,8 @@ extension Engine {
     }
 
     /// After the activity's session finished: hand the activity to another busy session.
-    mutating func activityFollowUp(now: Millis, into effects: inout [Effect]) {
-        guard state.activity == nil, let next = mostRecentActiveSession() else { return }
+    mutating func activityFollowUp(excluding: String? = nil, now: Millis, into effects: inout [Effect]) {
+        guard state.activity == nil, let next = mostRecentActiveSession(excluding: excluding) else { return }
         startActivity(next, now: now, into: &effects)
     }
 }

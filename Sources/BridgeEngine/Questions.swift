@@ -77,13 +77,13 @@ extension Engine {
         withSession(sid, now: now) { s in
             s.pendingQuestions.remove(at: idx)
             s.record(HistoryEntry(at: now, kind: .answered, id: questionId, toolName: "AskUserQuestion", by: deviceId))
-            if let deviceId { s.activeDevice = deviceId }
             s.lastActivityAt = now
             s.recomputeStatus()
         }
         effects.append(.clearNotifications(ids: ["question:\(questionId)"]))
         effects.append(.questionAnswered(questionId: questionId, sessionId: sid, answers: answers, by: deviceId))
         effects.append(.sessionChanged(sessionId: sid))
+        deviceInteracted(sid, device: deviceId, now: now, into: &effects)
         refreshActivity(sid, now: now, into: &effects)
         return QuestionAnswerResult(status: .accepted, questionId: questionId, sessionId: sid, problem: nil)
     }

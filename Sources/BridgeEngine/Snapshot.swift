@@ -180,7 +180,8 @@ extension Engine {
             "activity": state.activity.map { ["sessionId": .string($0.sessionId), "startedAt": .int($0.startedAt)] } ?? .null,
             "metrics": ["counters": .object(counters), "missedApprovals": .int(Int64(state.metrics.missedApprovals))],
             "connection": ["connected": .bool(c.connected), "offlineSince": opt(c.offlineSince),
-                           "lostNotified": .bool(c.lostNotified),
+                           "lostNotified": .bool(c.lostNotified), "attempt": .int(Int64(c.attempt)),
+                           "nextRetryAt": opt(c.nextRetryAt),
                            "queuedDecisions": .array(c.queuedDecisions.map {
                                ["requestId": .string($0.requestId), "sessionId": .string($0.sessionId),
                                 "decision": .string($0.decision.rawValue), "deviceId": opt($0.deviceId),
@@ -221,6 +222,8 @@ extension Engine {
                 state.connection.connected = false
                 state.connection.offlineSince = c.int("offlineSince") ?? now
                 state.connection.lostNotified = c.bool("lostNotified") ?? false
+                state.connection.attempt = max(0, Int(clamping: c.int("attempt") ?? 0))
+                state.connection.nextRetryAt = c.int("nextRetryAt")
                 state.connection.queuedDecisions = c.arr("queuedDecisions").compactMap { q in
                     guard let rid = q.str("requestId"), let sid = q.str("sessionId"),
                           let d = q.str("decision").flatMap(ApprovalDecision.init(rawValue:)) else { return nil }
@@ -272,9 +275,16 @@ extension Engine {
         // The badge the device shows is whatever was last sent; resend it.
         state.badge = -1
         if !state.connection.connected {
-            // Retries start over from now (the old timers died with the process).
-            state.connection.attempt = 0
-            scheduleRetry(now: now)
+            // The retry schedule goes on where it stopped: the next attempt at
+            // its planned time, or at once if that passed while down, so the
+            // attempt limit ("Connection Lost" in the foreground) still counts
+            // the attempts made before the restart.
+            if let at = state.connection.nextRetryAt {
+                state.connection.nextRetryAt = max(now, at)
+                state.deadlines.push(max(now, at), .connectionRetry)
+            } else {
+                scheduleRetry(now: now)
+            }
             if let since = state.connection.offlineSince {
                 state.deadlines.push(max(now, since + Engine.connectionLostAfterMs), .connectionLost(since: since))
             }

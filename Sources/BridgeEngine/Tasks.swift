@@ -126,30 +126,60 @@ extension Engine {
         }
     }
 
-    /// EDGE-CASES "Session Handoff / Continuity".
+    /// EDGE-CASES "Session Handoff / Continuity": the agent says the session
+    /// moved (`session_handoff`); it stops running here.
     mutating func handoff(_ e: AgentEvent, to: String?, now: Millis, into effects: inout [Effect]) {
         let sid = e.sessionId
         let text = strings["activity.handoff"]
-        let session = withSession(sid, now: now) { s -> Session in
+        withSession(sid, now: now) { s in
             s.activeDevice = to ?? "another device"
             s.message = text
             s.run = .idle
             s.nextReminderAt = nil
             s.recomputeStatus()
-            return s
         }
         effects.append(.sessionChanged(sessionId: sid))
-        if state.activity?.sessionId == sid {
-            endActivity(now: now, message: text, into: &effects)
+        releaseActivity(sid, to: to, from: nil, sentAt: e.sentAt, now: now, into: &effects)
+    }
+
+    /// EDGE-CASES "Session Handoff", Detection: each session remembers the
+    /// device that last interacted with it (a message, a decision, an answer).
+    /// When another device does, the session goes on there: the Live Activity
+    /// showing it ends with "Session continued on another device" (the agent
+    /// keeps working; a later significant event may start one again).
+    /// Returns whether the session's device changed.
+    @discardableResult
+    mutating func deviceInteracted(_ sid: String, device: String?, now: Millis, into effects: inout [Effect]) -> Bool {
+        guard let device, state.sessions[sid] != nil else { return false }
+        let previous = state.sessions[sid]!.activeDevice
+        guard previous != device else { return false }
+        state.sessions[sid]!.activeDevice = device
+        if let previous, state.activity?.sessionId == sid {
+            releaseActivity(sid, to: device, from: previous, sentAt: nil, now: now, into: &effects)
         }
+        return true
+    }
+
+    /// Ends the session's Live Activity with the hand-off line and, when the
+    /// person is away, posts the subtle "Session Handed Off" notification
+    /// (a device change without an activity to release stays silent).
+    private mutating func releaseActivity(_ sid: String, to: String?, from: String?, sentAt: Millis?, now: Millis,
+                                          into effects: inout [Effect]) {
+        let text = strings["activity.handoff"]
+        let hadActivity = state.activity?.sessionId == sid
+        if hadActivity { endActivity(now: now, message: text, into: &effects) }
         // "Show subtle notification": passive, silent, only when away.
-        if state.app.isBackground {
+        if state.app.isBackground, let session = state.sessions[sid] {
+            var extra: [String: String] = [:]
+            if let to { extra["handedOffTo"] = to }
+            if let from { extra["handedOffFrom"] = from }
             let n = makeNotification(id: nextId("handoff", sid), title: strings["notification.handoff.title"],
                                      body: strings["notification.handoff.body"], category: .sessionHandoff, event: nil,
                                      level: .passive, sound: false, actions: [], session: session, link: .session(id: sid),
-                                     extra: to.map { ["handedOffTo": $0] } ?? [:])
-            push(n, sentAt: e.sentAt, now: now, into: &effects)
+                                     extra: extra)
+            push(n, sentAt: sentAt, now: now, into: &effects)
         }
-        activityFollowUp(now: now, into: &effects)
+        // The activity goes to another busy session, never straight back to this one.
+        if hadActivity || state.activity == nil { activityFollowUp(excluding: sid, now: now, into: &effects) }
     }
 }

@@ -64,6 +64,15 @@ int cb_draft_clear(cb_store_t *s, const char *session_id, int *removed) {
     return 0;
 }
 
+int64_t cb_draft_count(cb_store_t *s) {
+    sqlite3_stmt *st = cb_store_stmt(s, ST_DR_COUNT);
+    if (!st) return CB_ESTORE;
+    int rc = sqlite3_step(st);
+    int64_t n = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+    sqlite3_reset(st);
+    return rc == SQLITE_ROW ? n : cb_store_sqlite_fail(s, rc, "counting drafts");
+}
+
 int cb_kv_put(cb_store_t *s, const char *ns, const char *key, const void *value, size_t len,
               int is_json, int64_t now_ms) {
     int rc = cb_store_begin(s);

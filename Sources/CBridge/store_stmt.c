@@ -29,6 +29,7 @@ static const char *const sql[ST_COUNT] = {
                    "ON CONFLICT(session_id) DO UPDATE SET text = excluded.text, updated_ms = excluded.updated_ms",
     [ST_DR_GET] = "SELECT text, updated_ms FROM drafts WHERE session_id = ?1",
     [ST_DR_CLEAR] = "DELETE FROM drafts WHERE session_id = ?1",
+    [ST_DR_COUNT] = "SELECT count(*) FROM drafts",
     [ST_KV_PUT] = "INSERT INTO kv(ns, key, value, is_json, updated_ms) VALUES(?1, ?2, ?3, ?4, ?5) "
                   "ON CONFLICT(ns, key) DO UPDATE SET value = excluded.value, is_json = excluded.is_json, "
                   "updated_ms = excluded.updated_ms",

@@ -134,6 +134,7 @@ private final class Child {
         }
     }
 
+    @discardableResult
     func roundTrip(_ text: String, until marker: String) throws -> String { try roundTrip(Array(text.utf8), until: marker) }
 
     func finish() {

@@ -182,6 +182,45 @@ extension Array where Element == Effect {
         #expect(fg.effects.banners.filter { $0.title == Strings(locale: "de")["banner.missed.title"] }.count == 1)
     }
 
+    /// A restart in the middle of an outage goes on with the same schedule:
+    /// retry 4 at its planned time (or at once if that passed while down),
+    /// and the attempt limit counts the attempts made before the restart.
+    @Test func retryScheduleResumesAfterRestore() {
+        var h = Harness(background: false)
+        let down = h.now
+        h.send(.connection(.disconnected))
+        let before = ContinuityTests.run(&h, untilMs: Engine.reconnectDelayMs(attempt: 1, since: down)
+            + Engine.reconnectDelayMs(attempt: 2, since: down) + Engine.reconnectDelayMs(attempt: 3, since: down))
+        #expect(before.map(\.1).retries.map(\.attempt) == [1, 2, 3])
+        let planned = h.engine.connectivity.nextRetryAt!
+        let snap = EngineSnapshot(sessions: [], global: h.engine.snapshotGlobal())
+
+        // Restarted before retry 4 was due: it comes at its planned time.
+        var early = Engine(services: Harness.services)
+        _ = early.restore(snap, now: planned - 500)
+        #expect(early.connectivity.attempt == 3)
+        #expect(early.apply(.tick, now: planned - 1).effects.retries.isEmpty)
+        #expect(early.apply(.tick, now: planned).effects.retries.map(\.attempt) == [4])
+
+        // Restarted long after: retry 4 at once, then 5, then the banner
+        // when retry 6 comes due (the limit counts attempts before the restart).
+        var late = Engine(services: Harness.services)
+        let now = planned + 3_600_000
+        _ = late.restore(snap, now: now)
+        #expect(late.apply(.tick, now: now).effects.retries.map(\.attempt) == [4])
+        var t = now
+        var banners = 0
+        var attempts: [Int] = []
+        while attempts.count < 2, let next = late.nextDeadline {
+            t = max(t, next)
+            let fx = late.apply(.tick, now: t).effects
+            attempts += fx.retries.map(\.attempt)
+            banners += fx.banners.filter { $0.title == "Connection Lost" }.count
+        }
+        #expect(attempts == [5, 6])
+        #expect(banners == 1)
+    }
+
     @Test func unreadableSessionDocumentsAreSkippedAndCounted() {
         var e = Engine(services: Harness.services)
         let r = e.restore(EngineSnapshot(sessions: [["id": 5], ["id": "ok", "lastActivityAt": 1]], global: nil), now: 10)

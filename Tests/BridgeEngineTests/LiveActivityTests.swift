@@ -105,6 +105,51 @@ import Testing
         #expect(h.engine.session("s1")!.activeDevice == "desktop")
     }
 
+    /// EDGE-CASES "Session Handoff", Detection: activity from another device
+    /// (a message, a decision, an answer) ends this device's Live Activity;
+    /// the agent keeps working, and the same device again changes nothing.
+    @Test func activityFromAnotherDeviceEndsTheActivity() {
+        var h = Harness(background: true)
+        h.agent("s1", .taskStarted(prompt: nil))
+        #expect(h.send(.userMessage(sessionId: "s1", deviceId: "iphone")).ends.isEmpty) // first device: claims it
+        #expect(h.send(.userMessage(sessionId: "s1", deviceId: "iphone")).isEmpty)
+        h.agent("s1", .approvalRequest(requestId: "r1", tool: npmTest, timeoutSeconds: nil))
+        let (r, fx) = h.respond("r1", .allow, device: "mac")
+        #expect(r.status == .accepted)
+        #expect(fx.ends.map(\.message) == ["Session continued on another device"])
+        #expect(fx.ends.first?.rendered.lockScreen.hasSuffix("Session continued on another device") == true)
+        #expect(fx.posts.map(\.title) == ["Session Handed Off"])
+        #expect(fx.posts.first?.interruptionLevel == .passive)
+        #expect(fx.posts.first?.userInfo["handedOffTo"] == "mac")
+        #expect(fx.posts.first?.userInfo["handedOffFrom"] == "iphone")
+        #expect(fx.starts.isEmpty) // not straight back to the same session
+        #expect(h.engine.session("s1")!.status == .processing)
+        #expect(h.engine.session("s1")!.activeDevice == "mac")
+        // The Mac keeps going: nothing more to end.
+        #expect(h.send(.userMessage(sessionId: "s1", deviceId: "mac")).isEmpty)
+        // A later significant event starts an activity again.
+        #expect(h.agent("s1", .approvalRequest(requestId: "r2", tool: npmTest, timeoutSeconds: nil)).starts.count == 1)
+        // Back on the phone: an answer from it hands off again.
+        h.agent("s1", .question(questionId: "q1", questions: [Question(question: "Which?", options: [.init(label: "A")])]))
+        let q = h.engine.apply(.questionAnswer(questionId: "q1", answers: ["Which?": ["A"]], deviceId: "iphone"), now: h.now)
+        #expect(q.effects.ends.map(\.message) == ["Session continued on another device"])
+    }
+
+    @Test func deviceChangeOnAnotherSessionLeavesTheActivityAlone() {
+        var h = Harness(background: true)
+        h.agent("s1", .taskStarted(prompt: nil))
+        h.agent("s2", .taskStarted(prompt: nil))
+        let holder = h.engine.state.activity!.sessionId
+        let other = holder == "s1" ? "s2" : "s1"
+        h.send(.userMessage(sessionId: other, deviceId: "iphone"))
+        let fx = h.send(.userMessage(sessionId: other, deviceId: "mac"))
+        #expect(fx.ends.isEmpty && fx.posts.isEmpty)
+        #expect(h.engine.state.activity?.sessionId == holder)
+        // Unknown sessions are not created by a message.
+        #expect(h.send(.userMessage(sessionId: "nope", deviceId: "mac")).isEmpty)
+        #expect(h.engine.session("nope") == nil)
+    }
+
     @Test func longTaskEndsActivityAndRemindsHourly() {
         var h = Harness(background: true)
         h.agent("s1", .taskStarted(prompt: nil))

@@ -129,6 +129,7 @@ def test_settings_drafts_outbox_survive_kill9(spawn, tmp_path):
 
     b, rec = start(spawn, state)
     assert rec["queuedMessages"] == 1
+    assert rec["drafts"] == 1
     s, _ = b.req("settings.get")
     assert s["settings"]["locale"] == "de" and s["settings"]["showNotificationDetails"] is True
     assert s["settings"]["customRedactionRules"][0]["pattern"] == "internal-[a-z]+"
@@ -283,3 +284,32 @@ def test_foreground_is_silent_until_the_attempt_limit(spawn, tmp_path):
     for r in only(seen, "connection.retry"):
         nominal = min(60_000, 1000 * 2 ** (r["attempt"] - 1))
         assert nominal // 2 <= r["delayMs"] <= nominal
+
+
+def test_retry_schedule_resumes_after_kill9(spawn, tmp_path):
+    """Killed in the middle of an outage: the restarted server goes on with
+    attempt 4 (not 1), and the foreground attempt limit still counts the
+    attempts made before the restart: the banner comes when retry 6 is due."""
+    state = str(tmp_path / "state")
+    a, _ = start(spawn, state)
+    a.req("connection.update", {"state": "disconnected"})
+    seen = []
+    while len(only(seen, "connection.retry")) < 3:
+        seen += a.advance(500)[1]
+    assert [r["attempt"] for r in only(seen, "connection.retry")] == [1, 2, 3]
+    # app.update answers only once its snapshot (which holds retry 3) is committed.
+    a.req("app.update", {"phase": "foreground"})
+    kill9(a)
+
+    b, _ = start(spawn, state)  # manual clock: back at the epoch, before retry 4 was due
+    seen = []
+    for _ in range(200):
+        _, n = b.advance(1000)
+        seen += n
+        if only(n, "banner.show"):
+            break
+    retries = [r["attempt"] for r in only(seen, "connection.retry")]
+    assert retries == [4, 5, 6]
+    (banner,) = only(seen, "banner.show")
+    assert banner["title"] == "Connection Lost"
+    assert only(seen, "notification.post") == []

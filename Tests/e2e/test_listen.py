@@ -441,6 +441,37 @@ def test_two_devices_race_to_approve(sockdir, servers):
     assert not [n for n in laptop.notifications if n["method"] == "approval.resolved"]
 
 
+def test_activity_from_another_device_ends_this_devices_live_activity(sockdir, servers):
+    """EDGE-CASES "Session Handoff": the phone follows s1 on its Live Activity;
+    a message typed on the laptop moves the session there, so the phone's
+    activity ends with "Session continued on another device"."""
+    path = sock_path(sockdir)
+    servers(path)
+    phone, laptop = Sock(path), Sock(path)
+    phone.initialize(deviceId="iphone")
+    laptop.initialize(deviceId="laptop")
+    phone.request("agent.event", {"sessionId": "s1", "type": "task_started", "prompt": "fix the tests"})
+    assert phone.request("message.send", {"sessionId": "s1", "text": "and the docs"})["status"] == "queued"
+    phone.request("app.update", {"phase": "background"})
+    phone.wait_notification("activity.start", lambda p: p["sessionId"] == "s1")
+    assert phone.request("session.get", {"sessionId": "s1"})["session"]["activeDevice"] == "iphone"
+
+    laptop.request("message.send", {"sessionId": "s1", "text": "actually, skip the docs"})
+    for d in (phone, laptop):
+        end = d.wait_notification("activity.end", lambda p: p["sessionId"] == "s1")
+        assert end["message"] == "Session continued on another device"
+    post = phone.wait_notification("notification.post", lambda p: p["category"] == "sessionHandoff")
+    assert post["title"] == "Session Handed Off" and post["interruptionLevel"] == "passive"
+    assert post["userInfo"]["handedOffTo"] == "laptop" and post["userInfo"]["handedOffFrom"] == "iphone"
+    s = laptop.request("session.get", {"sessionId": "s1"})["session"]
+    assert s["activeDevice"] == "laptop" and s["status"] == "processing"  # the agent keeps working
+    assert laptop.request("activity.get")["activity"] is None
+    # The laptop again: nothing more to hand off.
+    laptop.request("message.send", {"sessionId": "s1", "text": "thanks"})
+    phone.drain(0.3)
+    assert not [n for n in phone.notifications if n["method"] in ("activity.end", "activity.start")]
+
+
 def test_a_thousand_clients_at_once(sockdir, servers):
     n = 1000
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

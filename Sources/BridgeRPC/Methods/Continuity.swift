@@ -106,6 +106,7 @@ extension MethodTable {
         func persist(_ event: EngineEvent, _ t: Engine.Transition) {
             switch event {
             case .agent(let e): dirty.insert(e.sessionId)
+            case .userMessage(let sid, _): dirty.insert(sid)
             default: break
             }
             if case .approval(let r) = t.reply, let sid = r.sessionId { dirty.insert(sid) }

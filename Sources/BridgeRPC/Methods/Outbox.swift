@@ -184,11 +184,13 @@ extension MethodTable {
         let requeued = try store.requeueInflight(nowMs: delivery.nowMs)
         try store.commit()
         let queuedAtStart = try store.count()
+        let draftsAtStart = try store.draftCount()
         let previous = env.recovered
         env.recovered = {
             var r = previous().objectValue ?? [:]
             r["queuedMessages"] = .int(Int64(queuedAtStart))
             r["requeuedDeliveries"] = .int(Int64(requeued))
+            r["drafts"] = .int(Int64(draftsAtStart))
             return .object(r)
         }
 
@@ -219,8 +221,9 @@ extension MethodTable {
             return id
         }
 
-        onAsync("message.send") { p, _, reply in
+        onAsync("message.send") { p, ctx, reply in
             let sessionId = try nonEmpty(p, "sessionId")
+            let device: String? = try p.optional("deviceId") ?? ctx.deviceID
             let text: String = try p.required("text")
             let key: String? = try p.optional("idempotencyKey")
             if let key, key.isEmpty {
@@ -240,6 +243,8 @@ extension MethodTable {
                                       expiresMs: ttl.map { now + $0 })
             } catch { throw StoreRPCError.from(error) }
             delivery.schedulePump()
+            // The person continues the session from this device (hand-off).
+            if !r.existed { env.engine.apply(.userMessage(sessionId: sessionId, deviceId: device)) }
             afterCommit(reply) {
                 guard let m = try store.message(id: r.id) else { throw RPCError.internalError("message \(r.id) vanished") }
                 if r.existed && (m.sessionId != sessionId || m.payload["text"]?.stringValue != text) {
