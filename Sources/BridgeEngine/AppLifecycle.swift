@@ -85,13 +85,15 @@ extension Engine {
     }
 
     /// EDGE-CASES "Low Power Mode": in background without
-    /// backgroundInLowPowerMode, extended work stops; say so once per episode.
+    /// backgroundInLowPowerMode, extended work stops (`background.end`, the
+    /// seeds' endBackgroundTask); say so once per episode.
     mutating func lowPowerCheck(now: Millis, into effects: inout [Effect]) {
         let app = state.app
         guard app.lowPowerMode, app.isBackground, !state.settings.backgroundInLowPowerMode, !state.lowPowerNotified,
               let sid = state.sessions.values.filter({ $0.run == .running }).max(by: { $0.lastActivityAt < $1.lastActivityAt })?.id
         else { return }
         state.lowPowerNotified = true
+        effects.append(.endBackgroundWork(reason: .lowPowerMode, sessionId: sid))
         let n = makeNotification(id: nextId("low-power", sid), title: strings["notification.low_power.title"],
                                  body: strings["notification.low_power.body"], category: .lowPowerMode, event: nil,
                                  level: .active, sound: false, actions: [], session: state.sessions[sid]!,

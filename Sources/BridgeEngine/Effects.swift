@@ -13,6 +13,8 @@ public enum Effect: Equatable, Sendable {
     case sessionChanged(sessionId: String)
     /// Try the backend link again now (retry `attempt`, `delayMs` after the previous).
     case connectionRetry(attempt: Int, delayMs: Millis)
+    /// End extended background work now (the seeds' endBackgroundTask).
+    case endBackgroundWork(reason: BackgroundStopReason, sessionId: String)
 
     /// The RPC notification method this effect becomes.
     public var method: String {
@@ -28,9 +30,13 @@ public enum Effect: Equatable, Sendable {
         case .questionAnswered: return "question.answered"
         case .sessionChanged: return "session.changed"
         case .connectionRetry: return "connection.retry"
+        case .endBackgroundWork: return "background.end"
         }
     }
 }
+
+/// Why the front end must stop extended background work.
+public enum BackgroundStopReason: String, Sendable, CaseIterable { case lowPowerMode }
 
 /// How an approval ended.
 public enum ApprovalResolution: String, Sendable, CaseIterable { case allow, deny, timedOut, cancelled }

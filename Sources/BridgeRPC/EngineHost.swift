@@ -122,6 +122,8 @@ public final class EngineHost {
                     "answers": .object(answers.mapValues { .array($0.map { .string($0) }) })]
         case let .connectionRetry(attempt, delayMs):
             return ["attempt": .int(Int64(attempt)), "delayMs": .int(delayMs)]
+        case let .endBackgroundWork(reason, sid):
+            return ["reason": .string(reason.rawValue), "sessionId": .string(sid)]
         case .sessionChanged(let sid):
             guard let s = engine.session(sid) else { return ["session": .null] }
             return ["session": EngineCoding.session(s, now: now, services: engine.services, strings: strings, full: false)]

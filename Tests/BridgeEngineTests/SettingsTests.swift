@@ -69,8 +69,11 @@ import Testing
             h.agent("s1", .taskStarted(prompt: nil))
             let fx = h.send(.app(AppUpdate(lowPowerMode: true)))
             #expect(fx.posts.map(\.title) == (allowed ? [] : ["Low Power Mode"]))
+            // Extended work stops (the seeds' endBackgroundTask), with the notification.
+            #expect(fx.contains(.endBackgroundWork(reason: .lowPowerMode, sessionId: "s1")) == !allowed)
             // Once per episode.
-            #expect(h.send(.app(AppUpdate(lowPowerMode: true))).posts.isEmpty)
+            let again = h.send(.app(AppUpdate(lowPowerMode: true)))
+            #expect(again.posts.isEmpty && !again.contains { $0.method == "background.end" })
         }
     }
 

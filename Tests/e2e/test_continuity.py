@@ -20,6 +20,10 @@ NOTE_SCHEMAS = {
     "approval.resolved": "ApprovalResolvedParams",
     "connection.retry": "ConnectionRetryParams",
     "outbox.deliver": "OutboxDeliverParams",
+    "background.end": "BackgroundEndParams",
+    "activity.start": "ActivityContent",
+    "activity.update": "ActivityContent",
+    "activity.end": "ActivityContent",
 }
 
 BASH = {"toolName": "Bash", "input": {"command": "npm test"}}
@@ -313,3 +317,63 @@ def test_retry_schedule_resumes_after_kill9(spawn, tmp_path):
     (banner,) = only(seen, "banner.show")
     assert banner["title"] == "Connection Lost"
     assert only(seen, "notification.post") == []
+
+
+# --- background limits -----------------------------------------------------------
+
+def test_background_expiry_posts_task_paused_and_the_checkpoint_survives_kill9(spawn, tmp_path):
+    state = str(tmp_path / "state")
+    a, _ = start(spawn, state)
+    a.ev("s1", "task_started", prompt="refactor the parser")
+    a.ev("s1", "tool_use", toolName="Bash", input={"command": "npm test"})
+    a.req("app.update", {"phase": "background"})
+    _, n = a.req("app.update", {"backgroundTimeExpired": True})
+    (p,) = only(n, "notification.post")
+    assert p["title"] == "Task Paused" and p["category"] == "taskPaused"
+    (upd,) = only(n, "activity.update")
+    assert "Paused - open app to continue" in upd["rendered"]["lockScreen"]
+    kill9(a)  # app.update answered after its checkpoint was committed
+
+    b, rec = start(spawn, state)
+    assert rec["processingSessions"] == ["s1"]
+    s = b.req("session.get", {"sessionId": "s1"})[0]["session"]
+    assert s["status"] == "processing" and s["operation"] == "Running tests"
+    m = b.req("metrics.get")[0]
+    assert m["counters"]["backgroundTaskExpired"] == 1
+
+
+def test_low_power_in_background_ends_extended_work_once(spawn, tmp_path):
+    a, _ = start(spawn, str(tmp_path / "state"))
+    a.ev("s1", "task_started")
+    a.req("app.update", {"phase": "background"})
+    _, n = a.req("app.update", {"lowPowerMode": True})
+    assert only(n, "background.end") == [{"reason": "lowPowerMode", "sessionId": "s1"}]
+    (p,) = only(n, "notification.post")
+    assert p["title"] == "Low Power Mode" and p["category"] == "lowPowerMode"
+    _, n = a.req("app.update", {"lowPowerMode": True})
+    assert only(n, "background.end") == [] and only(n, "notification.post") == []
+    # A new episode (off, then on again) is told again; with the setting on, never.
+    a.req("app.update", {"lowPowerMode": False})
+    _, n = a.req("app.update", {"lowPowerMode": True})
+    assert len(only(n, "background.end")) == 1
+    a.req("app.update", {"lowPowerMode": False})
+    a.req("settings.update", {"backgroundInLowPowerMode": True})
+    _, n = a.req("app.update", {"lowPowerMode": True})
+    assert only(n, "background.end") == [] and only(n, "notification.post") == []
+
+
+def test_task_over_an_hour_ends_the_live_activity_and_reminds(spawn, tmp_path):
+    a, _ = start(spawn, str(tmp_path / "state"))
+    a.req("app.update", {"phase": "background"})
+    _, n = a.ev("s1", "task_started", prompt="migrate the database")
+    assert len(only(n, "activity.start")) == 1
+    _, n = a.advance(3_599_999)
+    assert only(n, "activity.end") == [] and only(n, "notification.post") == []
+    _, n = a.advance(1)
+    assert len(only(n, "activity.end")) == 1
+    (p,) = only(n, "notification.post")
+    assert p["title"] == "Claude is still working" and p["category"] == "longTask"
+    _, n = a.advance(3_600_000)  # periodic: another reminder an hour later
+    assert [x["title"] for x in only(n, "notification.post")] == ["Claude is still working"]
+    _, n = a.ev("s1", "tool_use", toolName="Read", input={"file_path": "a.py"})
+    assert only(n, "activity.start") == []  # no Live Activity again for this long task
