@@ -74,4 +74,8 @@ void cb_conn__written(cb_conn_t *c, size_t n, int status);
 void cb_conn__closed(cb_conn_t *c);
 void cb_conn__flush(cb_conn_t *c);
 cb_conn_t *cb_conn__new(cb_rpc_t *rpc, const cb_conn_ops_t *ops);
+/* Writes c->out to a stream without blocking: uv_try_write, then a uv_write
+ * of what is left (counted in c->inflight until cb_conn__written). */
+struct uv_stream_s;
+int cb_conn__write_stream(cb_conn_t *c, struct uv_stream_s *st);
 #endif

@@ -32,12 +32,6 @@ typedef struct {
  * (2 MiB of requests ahead of every other client's ping). */
 #define CB_SOCK_READ_CHUNK 4096
 
-typedef struct {
-    uv_write_t req;
-    char *base;
-    size_t len; /* bytes this request accounts for in c->inflight */
-} write_req_t;
-
 static sock_t *S(cb_conn_t *c) { return c->transport; }
 
 /* ---- input ---- */
@@ -90,49 +84,10 @@ static void read_stop(cb_conn_t *c) {
 
 /* ---- output ---- */
 
-static void on_written(uv_write_t *req, int status) {
-    write_req_t *w = (write_req_t *)req;
-    sock_t *s = req->data;
-    size_t n = w->len;
-    free(w->base);
-    free(w);
-    cb_conn__written(s->c, n, status);
-}
-
 static int write_out(cb_conn_t *c) {
     sock_t *s = S(c);
     if (!s || s->handle_closing) return CB_ECLOSED;
-    uv_stream_t *st = (uv_stream_t *)&s->pipe;
-    uv_buf_t b = uv_buf_init(c->out.p, (unsigned)c->out.len);
-    size_t done = 0;
-    if (c->inflight == 0) {
-        /* the common case: the kernel takes the whole reply right away */
-        int n = uv_try_write(st, &b, 1);
-        if (n < 0 && n != UV_EAGAIN) return n;
-        if (n > 0) done = (size_t)n;
-        if (done == c->out.len) {
-            c->bytes_out += done;
-            c->out.len = 0;
-            return 0;
-        }
-    }
-    write_req_t *w = malloc(sizeof *w);
-    if (!w) return CB_ENOMEM;
-    size_t total;
-    w->base = cb_buf_detach(&c->out, &total);
-    w->len = total - done;
-    w->req.data = s;
-    c->bytes_out += done;
-    c->inflight += w->len;
-    b = uv_buf_init(w->base + done, (unsigned)w->len);
-    int rc = uv_write(&w->req, st, &b, 1, on_written);
-    if (rc < 0) {
-        c->inflight -= w->len;
-        free(w->base);
-        free(w);
-        return rc;
-    }
-    return 0;
+    return cb_conn__write_stream(c, (uv_stream_t *)&s->pipe);
 }
 
 static void on_idle(uv_idle_t *h) {

@@ -33,12 +33,6 @@ typedef struct {
     int open_handles;
 } stdio_t;
 
-typedef struct {
-    uv_write_t req;
-    char *base;
-    size_t len; /* bytes this request accounts for in c->inflight */
-} write_req_t;
-
 static stdio_t *S(cb_conn_t *c) { return c->transport; }
 
 /* ---- input ---- */
@@ -123,15 +117,6 @@ static void read_stop(cb_conn_t *c) {
 
 /* ---- output ---- */
 
-static void on_written(uv_write_t *req, int status) {
-    write_req_t *w = (write_req_t *)req;
-    stdio_t *s = req->data;
-    size_t n = w->len;
-    free(w->base);
-    free(w);
-    cb_conn__written(s->c, n, status);
-}
-
 static int write_out(cb_conn_t *c) {
     stdio_t *s = S(c);
     if (!s->out_is_stream) {
@@ -151,35 +136,7 @@ static int write_out(cb_conn_t *c) {
         c->out.len = 0;
         return 0;
     }
-    uv_buf_t b = uv_buf_init(c->out.p, (unsigned)c->out.len);
-    size_t done = 0;
-    if (c->inflight == 0) {
-        int n = uv_try_write(&s->out.s, &b, 1);
-        if (n < 0 && n != UV_EAGAIN) return n;
-        if (n > 0) done = (size_t)n;
-        if (done == c->out.len) {
-            c->bytes_out += done;
-            c->out.len = 0;
-            return 0;
-        }
-    }
-    write_req_t *w = malloc(sizeof *w);
-    if (!w) return CB_ENOMEM;
-    size_t total;
-    w->base = cb_buf_detach(&c->out, &total);
-    w->len = total - done;
-    w->req.data = s;
-    c->bytes_out += done;
-    c->inflight += w->len;
-    b = uv_buf_init(w->base + done, (unsigned)w->len);
-    int rc = uv_write(&w->req, &s->out.s, &b, 1, on_written);
-    if (rc < 0) {
-        c->inflight -= w->len;
-        free(w->base);
-        free(w);
-        return rc;
-    }
-    return 0;
+    return cb_conn__write_stream(c, &s->out.s);
 }
 
 static void on_idle(uv_idle_t *h) {

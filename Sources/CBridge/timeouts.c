@@ -119,8 +119,13 @@ static void sift_up(cb_timeouts *t, size_t i, hkey k, uint32_t s) {
     set_pos(t, i, s);
 }
 
-static void sift_down(cb_timeouts *t, size_t i, hkey k, uint32_t s) {
+/* fix: keep slot back-pointers current on every move (a live heap); 0 for
+ * compact()'s heapify, which fixes them all in one pass afterwards so it
+ * touches the slot table once per entry. A constant at each call site, so
+ * the branch folds away. */
+static inline void sift_down_impl(cb_timeouts *t, size_t i, hkey k, uint32_t s, int fix) {
     hkey *keys = t->keys;
+    uint32_t *hs = t->hslot;
     size_t n = t->n;
     for (;;) {
         size_t c = 4 * i + 1;
@@ -130,12 +135,16 @@ static void sift_down(cb_timeouts *t, size_t i, hkey k, uint32_t s) {
             if (key_less(keys[j], keys[m])) m = j;
         if (!key_less(keys[m], k)) break;
         keys[i] = keys[m];
-        set_pos(t, i, t->hslot[m]);
+        if (fix) set_pos(t, i, hs[m]);
+        else hs[i] = hs[m];
         i = m;
     }
     keys[i] = k;
-    set_pos(t, i, s);
+    if (fix) set_pos(t, i, s);
+    else hs[i] = s;
 }
+
+static void sift_down(cb_timeouts *t, size_t i, hkey k, uint32_t s) { sift_down_impl(t, i, k, s, 1); }
 
 /* Puts k/s at heap position i (which is vacant or being overwritten) and
  * restores order in whichever direction it is broken. */
@@ -160,26 +169,6 @@ static void drop_top_tombstones(cb_timeouts *t) {
     }
 }
 
-/* Floyd's sift-down on keys/hslot only; slot back-pointers are fixed in one
- * pass afterwards, so heapify touches the slot table once per entry. */
-static void sift_down_plain(hkey *keys, uint32_t *hs, size_t n, size_t i) {
-    hkey k = keys[i];
-    uint32_t s = hs[i];
-    for (;;) {
-        size_t c = 4 * i + 1;
-        if (c >= n) break;
-        size_t m = c, end = c + 4 < n ? c + 4 : n;
-        for (size_t j = c + 1; j < end; j++)
-            if (key_less(keys[j], keys[m])) m = j;
-        if (!key_less(keys[m], k)) break;
-        keys[i] = keys[m];
-        hs[i] = hs[m];
-        i = m;
-    }
-    keys[i] = k;
-    hs[i] = s;
-}
-
 /* Removes every tombstone: filter in place, heapify, fix back-pointers. */
 static void compact(cb_timeouts *t) {
     size_t w = 0;
@@ -192,7 +181,7 @@ static void compact(cb_timeouts *t) {
     t->n = w;
     t->ntomb = 0;
     if (w > 1)
-        for (size_t i = (w - 2) / 4 + 1; i-- > 0;) sift_down_plain(t->keys, t->hslot, w, i);
+        for (size_t i = (w - 2) / 4 + 1; i-- > 0;) sift_down_impl(t, i, t->keys[i], t->hslot[i], 0);
     for (size_t i = 0; i < w; i++) t->slots[t->hslot[i]].hidx = (uint32_t)i;
 }
 
