@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#define CB_STORE_SCHEMA_VERSION 1
+#define CB_STORE_SCHEMA_VERSION 2
 /* PRAGMA application_id of our databases ("CBst"): tells ours from foreign ones. */
 #define CB_STORE_APPLICATION_ID 0x43427374
 
@@ -142,6 +142,10 @@ int64_t cb_outbox_next_due(cb_store_t *s);
 /* Every INFLIGHT message back to QUEUED, due at now_ms (connection lost,
  * process restarted). Returns how many, or a negative error. */
 int64_t cb_outbox_requeue_inflight(cb_store_t *s, int64_t now_ms);
+/* Deletes up to `limit` (<= 0: all) finished messages (delivered, failed,
+ * expired) created before before_ms; their ids are never reused and their
+ * idempotency keys become free. Returns how many, or a negative error. */
+int64_t cb_outbox_prune(cb_store_t *s, int64_t before_ms, int limit);
 
 /* ---- drafts (one per session) ---- */
 int cb_draft_save(cb_store_t *s, const char *session_id, const char *text, size_t len, int64_t now_ms);

@@ -302,6 +302,15 @@ public final class Store {
         return Int(n)
     }
 
+    /// Deletes up to `limit` finished messages (delivered, failed, expired)
+    /// created before `beforeMs`; returns how many. Unfinished ones stay.
+    @discardableResult
+    public func pruneFinished(beforeMs: Int64, limit: Int = 0) throws -> Int {
+        let n = cb_outbox_prune(handle, beforeMs, Int32(clamping: limit))
+        if n < 0 { throw lastError() }
+        return Int(n)
+    }
+
     // MARK: drafts
 
     public func saveDraft(sessionId: String, text: String, nowMs: Int64) throws {

@@ -329,3 +329,14 @@ int64_t cb_outbox_requeue_inflight(cb_store_t *s, int64_t now_ms) {
     if ((rc = step_done(s, st, "requeueing in-flight messages"))) return rc;
     return sqlite3_changes(s->db);
 }
+
+int64_t cb_outbox_prune(cb_store_t *s, int64_t before_ms, int limit) {
+    int rc = cb_store_begin(s);
+    if (rc) return rc;
+    sqlite3_stmt *st = cb_store_stmt(s, ST_OB_PRUNE);
+    if (!st) return CB_ESTORE;
+    sqlite3_bind_int64(st, 1, before_ms);
+    sqlite3_bind_int(st, 2, limit > 0 ? limit : -1);
+    if ((rc = step_done(s, st, "pruning finished messages"))) return rc;
+    return sqlite3_changes(s->db);
+}

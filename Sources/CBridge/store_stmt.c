@@ -25,6 +25,9 @@ static const char *const sql[ST_COUNT] = {
                            "WHERE id = ?1",
     [ST_OB_SET_EXPIRED] = "UPDATE outbox SET status = 4, last_error = 'expired before delivery' WHERE id = ?1",
     [ST_OB_REQUEUE] = "UPDATE outbox SET status = 0, next_attempt_ms = ?1 WHERE status = 1",
+    /* `status >= 2` verbatim so the planner uses the partial index outbox_finished. */
+    [ST_OB_PRUNE] = "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE status >= 2 "
+                    "AND created_ms < ?1 LIMIT ?2)",
     [ST_DR_SAVE] = "INSERT INTO drafts(session_id, text, updated_ms) VALUES(?1, ?2, ?3) "
                    "ON CONFLICT(session_id) DO UPDATE SET text = excluded.text, updated_ms = excluded.updated_ms",
     [ST_DR_GET] = "SELECT text, updated_ms FROM drafts WHERE session_id = ?1",

@@ -145,6 +145,31 @@ def test_delivery_fifo_per_session_ack_fail_and_backoff(server):
     assert e.code == -32052 and "failed" in e.data["reason"]
 
 
+def test_finished_history_is_pruned_after_a_week(server):
+    """Delivered messages stay listable for 7 days, then go (hourly pruning), so
+    a daemon's database does not grow with every message it ever sent; a
+    queued message is never pruned, however old."""
+    done = server.request("message.send", {"sessionId": "a", "text": "sent", "idempotencyKey": "k1"})["id"]
+    waiting = server.request("message.send", {"sessionId": "b", "text": "still waiting"})["id"]
+    server.request("connection.update", {"state": "connected"})
+    for _ in range(2):
+        deliver(server)
+    server.request("outbox.ack", {"id": done})
+    server.request("connection.update", {"state": "disconnected"})
+    week = 7 * 24 * 3_600_000
+
+    def ids():
+        return [m["id"] for m in server.request("outbox.list", {"status": "all"})["messages"]]
+
+    server.request("debug.advanceClock", {"ms": week - 3_600_000})
+    assert ids() == [done, waiting]
+    server.request("debug.advanceClock", {"ms": 2 * 3_600_000})
+    assert ids() == [waiting]
+    # Its idempotency key is free again.
+    again = server.request("message.send", {"sessionId": "a", "text": "sent", "idempotencyKey": "k1"})
+    assert again["duplicate"] is False and again["id"] > waiting
+
+
 def test_missing_ack_counts_as_failed_attempt(server):
     m = server.request("message.send", {"sessionId": "s", "text": "x"})["id"]
     server.request("connection.update", {"state": "connected"})

@@ -69,6 +69,14 @@ final class OutboxDelivery {
     let maxAttempts = Backoff.delivery.maxAttempts ?? 12
     private var wakeup: TimeoutScheduler.Handle?
     private var pumpQueued = false
+    /// Finished messages (delivered, failed, expired) are kept this long for
+    /// `outbox.list` and idempotent retries, then deleted, so a daemon's
+    /// database does not grow with every message it ever sent.
+    static let historyRetentionMs: Int64 = 7 * 24 * 3_600_000
+    static let pruneEveryMs: UInt64 = 3_600_000
+    /// Rows deleted per loop turn: a big backlog goes in slices, not one stall.
+    static let pruneBatch = 10_000
+    private var pruneTimer: TimeoutScheduler.Handle?
 
     init(env: ServerEnvironment, store: Store) {
         self.env = env
@@ -138,6 +146,19 @@ final class OutboxDelivery {
          "attempts": .int(Int64(m.attempts)), "error": .string(error)]
     }
 
+    /// Deletes finished messages older than the retention, a slice per turn,
+    /// then again in an hour.
+    func prune() {
+        pruneTimer = nil
+        var more = false
+        do {
+            more = try store.pruneFinished(beforeMs: nowMs - Self.historyRetentionMs, limit: Self.pruneBatch) == Self.pruneBatch
+        } catch {
+            Log.error("outbox history not pruned, will retry: \(error)")
+        }
+        pruneTimer = env.scheduler.schedule(afterMs: more ? 0 : Self.pruneEveryMs) { [weak self] in self?.prune() }
+    }
+
     /// One scheduler timeout at the next due time (manual clock in tests).
     func armWakeup() {
         if let w = wakeup { _ = env.scheduler.cancel(w); wakeup = nil }
@@ -183,6 +204,7 @@ extension MethodTable {
         // the old connection.
         let requeued = try store.requeueInflight(nowMs: delivery.nowMs)
         try store.commit()
+        delivery.prune()
         let queuedAtStart = try store.count()
         let draftsAtStart = try store.draftCount()
         let previous = env.recovered
