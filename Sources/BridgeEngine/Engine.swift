@@ -84,6 +84,21 @@ public struct Engine {
         state.sessions.values.flatMap(\.pendingApprovals).sorted { $0.createdAt != $1.createdAt ? $0.createdAt < $1.createdAt : $0.requestId < $1.requestId }
     }
 
+    /// Sessions untouched this long, and done with, are forgotten.
+    public static let sessionRetentionMs: Millis = 7 * 24 * 3_600_000
+
+    /// Forgets sessions that are done with (not working, nothing pending, not
+    /// on the Live Activity) and untouched since `cutoff`, so a daemon that
+    /// sees thousands of sessions over months does not keep them all. Returns
+    /// their ids, sorted (the host deletes their durable documents).
+    public mutating func evictSessions(lastActivityBefore cutoff: Millis) -> [String] {
+        let holder = state.activity?.sessionId
+        let gone = state.sessions.values.filter { !$0.isActive && $0.lastActivityAt < cutoff && $0.id != holder }
+            .map(\.id).sorted()
+        for id in gone { state.sessions[id] = nil }
+        return gone
+    }
+
     // MARK: - Helpers shared by the rule files
 
     mutating func withSession<R>(_ id: String, now: Millis, _ body: (inout Session) -> R) -> R {

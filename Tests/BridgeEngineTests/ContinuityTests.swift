@@ -221,6 +221,27 @@ extension Array where Element == Effect {
         #expect(banners == 1)
     }
 
+    /// Finished, untouched sessions are forgotten; working, waiting and the
+    /// Live Activity's own session are kept however old.
+    @Test func evictionForgetsOnlyFinishedUntouchedSessions() {
+        var h = Harness(background: true)
+        h.agent("done", .taskStarted(prompt: nil))
+        h.agent("done", .taskCompleted(summary: nil))
+        h.agent("failed", .taskFailed(error: "boom"))
+        h.agent("working", .taskStarted(prompt: nil))
+        h.agent("waiting", .approvalRequest(requestId: "r1", tool: npmTest, timeoutSeconds: 86_400))
+        h.agent("asking", .question(questionId: "q1", questions: [Question(question: "Which?", options: [.init(label: "A")])]))
+        let cutoff = h.now + 1
+        h.now += 10
+        h.agent("recent", .taskCompleted(summary: nil))
+        #expect(h.engine.evictSessions(lastActivityBefore: cutoff) == ["done", "failed"])
+        #expect(h.engine.session("done") == nil)
+        #expect(Set(h.engine.sessions.map(\.id)) == ["working", "waiting", "asking", "recent"])
+        #expect(h.engine.evictSessions(lastActivityBefore: cutoff).isEmpty)
+        // The approval of a kept session still works.
+        #expect(h.respond("r1", .allow).0.status == .accepted)
+    }
+
     @Test func unreadableSessionDocumentsAreSkippedAndCounted() {
         var e = Engine(services: Harness.services)
         let r = e.restore(EngineSnapshot(sessions: [["id": 5], ["id": "ok", "lastActivityAt": 1]], global: nil), now: 10)

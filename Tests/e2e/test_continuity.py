@@ -377,3 +377,25 @@ def test_task_over_an_hour_ends_the_live_activity_and_reminds(spawn, tmp_path):
     assert [x["title"] for x in only(n, "notification.post")] == ["Claude is still working"]
     _, n = a.ev("s1", "tool_use", toolName="Read", input={"file_path": "a.py"})
     assert only(n, "activity.start") == []  # no Live Activity again for this long task
+
+
+def test_finished_sessions_are_forgotten_after_a_week(spawn, tmp_path):
+    state = str(tmp_path / "state")
+    a, _ = start(spawn, state)
+    a.ev("old", "task_started")
+    a.ev("old", "task_completed", summary="done")
+    a.ev("busy", "task_started")
+    week = 7 * 24 * 3_600_000
+    a.advance(week - 3_600_000)
+    assert {s["id"] for s in a.req("session.list")[0]["sessions"]} == {"old", "busy"}
+    a.advance(2 * 3_600_000)
+    assert [s["id"] for s in a.req("session.list")[0]["sessions"]] == ["busy"]
+    with pytest.raises(Exception) as e:
+        a.c.request("session.get", {"sessionId": "old"})
+    assert e.value.code == -32010
+    a.req("app.update", {"phase": "foreground"})  # answered after the turn's commit
+    kill9(a)
+
+    b, rec = start(spawn, state)
+    assert rec["sessions"] == 1  # the forgotten one's document is gone too
+    assert [s["id"] for s in b.req("session.list")[0]["sessions"]] == ["busy"]

@@ -195,6 +195,22 @@ extension MethodTable {
         // effects go to nobody yet: the report below tells the client).
         if restored { host.apply(.tick) }
 
+        // MARK: forgetting finished sessions (hourly, and now for a restart)
+
+        func sweepSessions() {
+            let gone = host.withEngine { $0.evictSessions(lastActivityBefore: host.now - Engine.sessionRetentionMs) }
+            if !gone.isEmpty {
+                Log.info("forgot \(gone.count) session(s) finished and untouched for 7 days")
+                if !ephemeral {
+                    do { for sid in gone { try store.delete(namespace: ns, key: sessionPrefix + sid) } } catch {
+                        Log.error("finished sessions not deleted from the store: \(error)")
+                    }
+                }
+            }
+            env.scheduler.schedule(afterMs: 3_600_000) { sweepSessions() }
+        }
+        sweepSessions()
+
         let previous = env.recovered
         env.recovered = {
             var r = previous().objectValue ?? [:]
