@@ -61,6 +61,10 @@ int cb_conn_notify(cb_conn_t *c, const char *method, json_t *params);
 int cb_conn_send(cb_conn_t *c, const char *json, size_t len);
 /* Flushes what is queued, then closes; CB_CONN_EV_CLOSED follows. */
 void cb_conn_close(cb_conn_t *c);
+/* Closes now: queued output is discarded and writes in flight are cancelled
+ * (a peer that does not read); CB_CONN_EV_CLOSED follows once the transport's
+ * handles are closed. */
+void cb_conn_abort(cb_conn_t *c);
 cb_framing_kind cb_conn_framing(const cb_conn_t *c);
 size_t cb_conn_queued(const cb_conn_t *c);
 

@@ -50,10 +50,6 @@ int cb_listen_unix(cb_rpc_t *rpc, const char *path, int backlog, cb_listen_cb on
  * handle. Connections already accepted are not touched. */
 void cb_listener_close(cb_listener_t *l);
 
-/* Drops a socket client now: queued output is discarded, the handle closed;
- * CB_CONN_EV_CLOSED follows. For a connection of any other transport this is
- * cb_conn_close. */
-void cb_conn_abort(cb_conn_t *c);
 /* 1 if c was accepted by a listener. */
 int cb_conn_is_socket(const cb_conn_t *c);
 #endif

@@ -126,8 +126,8 @@ int64_t cb_outbox_count(cb_store_t *s, unsigned status_mask);
  * when it is already delivered/failed/expired. */
 int cb_outbox_ack(cb_store_t *s, int64_t id, int64_t now_ms);
 /* Records a failed attempt: back to QUEUED due at retry_at_ms, or FAILED when
- * retry_at_ms < 0 (no retries left). */
-int cb_outbox_fail(cb_store_t *s, int64_t id, const char *error, int64_t retry_at_ms);
+ * retry_at_ms < 0 (no retries left; now_ms is when it finished). */
+int cb_outbox_fail(cb_store_t *s, int64_t id, const char *error, int64_t retry_at_ms, int64_t now_ms);
 /* Hands out messages due now, at most one per session (the oldest unfinished
  * one: FIFO per session): each becomes INFLIGHT with attempts+1 and
  * next_attempt_ms = ack_deadline_ms, then is visited. Messages past expiry
@@ -142,8 +142,8 @@ int64_t cb_outbox_next_due(cb_store_t *s);
 /* Every INFLIGHT message back to QUEUED, due at now_ms (connection lost,
  * process restarted). Returns how many, or a negative error. */
 int64_t cb_outbox_requeue_inflight(cb_store_t *s, int64_t now_ms);
-/* Deletes up to `limit` (<= 0: all) finished messages (delivered, failed,
- * expired) created before before_ms; their ids are never reused and their
+/* Deletes up to `limit` (<= 0: all) messages that finished (delivered,
+ * failed, expired) before before_ms; their ids are never reused and their
  * idempotency keys become free. Returns how many, or a negative error. */
 int64_t cb_outbox_prune(cb_store_t *s, int64_t before_ms, int limit);
 

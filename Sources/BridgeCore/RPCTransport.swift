@@ -178,7 +178,15 @@ public final class RPCEndpoint {
         for c in connections.values { c.close() }
         if let signals { cb_signals_close(signals) }
         loop.runOnce()
-        for c in connections.values { if let raw = c.raw { raw.pointee.data = nil; cb_conn_release(raw) }; c.raw = nil }
+        // What is still open waits for a peer that does not read: abort it
+        // (libuv cancels the writes) and let the loop finish closing the
+        // handles while the connections are alive; their callbacks must not
+        // outlive them, and their events no longer reach this object.
+        rpc.pointee.data = nil
+        let open = connections.values.compactMap(\.raw)
+        for raw in open { raw.pointee.data = nil; cb_conn_abort(raw) }
+        for _ in 0..<1000 where open.contains(where: { $0.pointee.transport != nil }) { loop.runOnce() }
+        for c in connections.values { if let raw = c.raw { cb_conn_release(raw) }; c.raw = nil }
         cb_rpc_free(rpc)
     }
 

@@ -273,9 +273,9 @@ public final class Store {
     /// `.invalidState` when it already finished (delivered, failed, expired).
     public func ack(id: Int64, nowMs: Int64) throws { try check(cb_outbox_ack(handle, id, nowMs)) }
 
-    /// Records a failed attempt; `retryAtMs` nil means give up (status failed).
-    public func fail(id: Int64, error: String, retryAtMs: Int64?) throws {
-        try check(cb_outbox_fail(handle, id, error, retryAtMs ?? -1))
+    /// Records a failed attempt; `retryAtMs` nil means give up (status failed, at `nowMs`).
+    public func fail(id: Int64, error: String, retryAtMs: Int64?, nowMs: Int64) throws {
+        try check(cb_outbox_fail(handle, id, error, retryAtMs ?? -1, nowMs))
     }
 
     /// Messages due at `nowMs`, at most one per session (FIFO per session),
@@ -302,8 +302,8 @@ public final class Store {
         return Int(n)
     }
 
-    /// Deletes up to `limit` finished messages (delivered, failed, expired)
-    /// created before `beforeMs`; returns how many. Unfinished ones stay.
+    /// Deletes up to `limit` messages that finished (delivered, failed,
+    /// expired) before `beforeMs`; returns how many. Unfinished ones stay.
     @discardableResult
     public func pruneFinished(beforeMs: Int64, limit: Int = 0) throws -> Int {
         let n = cb_outbox_prune(handle, beforeMs, Int32(clamping: limit))

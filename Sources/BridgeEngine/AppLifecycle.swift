@@ -11,6 +11,7 @@ extension Engine {
         if let t = u.networkType { state.app.networkType = t }
         if let n = u.notificationPermission { state.app.notificationPermission = n }
         if let a = u.liveActivitiesPermitted { state.app.liveActivitiesPermitted = a }
+        if let d = u.deviceId { state.app.device = d }
         let app = state.app
 
         if liveActivityStatus != .available, state.activity != nil {

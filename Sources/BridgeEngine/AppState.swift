@@ -15,6 +15,9 @@ public struct AppState: Equatable, Sendable {
     public var notificationPermission: NotificationPermission = .authorized
     /// ActivityAuthorizationInfo().areActivitiesEnabled
     public var liveActivitiesPermitted = true
+    /// The device whose app last reported its state (`app.update`): the one
+    /// that shows the Live Activity and the notifications.
+    public var device: String?
 
     public init() {}
 
@@ -33,10 +36,12 @@ public struct AppUpdate: Equatable, Sendable {
     public var liveActivitiesPermitted: Bool?
     /// The OS ended our background time (BACKGROUND-TASKS handleTaskExpiration).
     public var backgroundTimeExpired: Bool = false
+    /// The device sending the update (the connection's initialize deviceId).
+    public var deviceId: String?
     public init(phase: AppState.Phase? = nil, lowPowerMode: Bool? = nil, networkConnected: Bool? = nil,
                 networkType: AppState.ConnectionType? = nil,
                 notificationPermission: AppState.NotificationPermission? = nil,
-                liveActivitiesPermitted: Bool? = nil, backgroundTimeExpired: Bool = false) {
+                liveActivitiesPermitted: Bool? = nil, backgroundTimeExpired: Bool = false, deviceId: String? = nil) {
         self.phase = phase
         self.lowPowerMode = lowPowerMode
         self.networkConnected = networkConnected
@@ -44,5 +49,6 @@ public struct AppUpdate: Equatable, Sendable {
         self.notificationPermission = notificationPermission
         self.liveActivitiesPermitted = liveActivitiesPermitted
         self.backgroundTimeExpired = backgroundTimeExpired
+        self.deviceId = deviceId
     }
 }

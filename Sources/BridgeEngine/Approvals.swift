@@ -89,7 +89,7 @@ extension Engine {
         // PRD Flow 2: after "Approve" the lock screen shows what Claude now does.
         let op: String? = decision == .allow ? req.map { strings[OperationText.key(for: $0.tool)] } : nil
         if let op { withSession(sid, now: now) { s in s.operation = op } }
-        deviceInteracted(sid, device: deviceId, now: now, into: &effects)
+        deviceInteracted(sid, device: deviceId, source: source, now: now, into: &effects)
         refreshActivity(sid, now: now, into: &effects)
         return ApprovalRespondResult(status: .accepted, requestId: requestId, sessionId: sid, resolution: resolution)
     }

@@ -173,7 +173,7 @@ extension Engine {
             "app": ["phase": .string(a.phase.rawValue), "lowPowerMode": .bool(a.lowPowerMode),
                     "networkConnected": .bool(a.networkConnected), "networkType": .string(a.networkType.rawValue),
                     "notificationPermission": .string(a.notificationPermission.rawValue),
-                    "liveActivitiesPermitted": .bool(a.liveActivitiesPermitted)],
+                    "liveActivitiesPermitted": .bool(a.liveActivitiesPermitted), "device": opt(a.device)],
             "missedWhileAway": .int(Int64(state.missedWhileAway)),
             "lowPowerNotified": .bool(state.lowPowerNotified),
             "seq": .int(Int64(bitPattern: state.seq)),
@@ -208,6 +208,7 @@ extension Engine {
                     state.app.notificationPermission = v
                 }
                 if let v = a.bool("liveActivitiesPermitted") { state.app.liveActivitiesPermitted = v }
+                state.app.device = a.str("device")
             }
             state.missedWhileAway = Int(g.int("missedWhileAway") ?? 0)
             state.lowPowerNotified = g.bool("lowPowerNotified") ?? false

@@ -96,3 +96,16 @@ extension Dictionary: ParamConvertible where Key == String, Value == JSON {
     public init?(param: JSON) { guard let o = param.objectValue else { return nil }; self = o }
     public static var paramTypeName: String { "object" }
 }
+
+extension Params {
+    /// The acting device: `deviceId` when given (never empty), else the
+    /// connection's (its `initialize` deviceId).
+    func deviceId(or ctx: RPCContext) throws -> String? {
+        guard let d: String = try optional("deviceId") else { return ctx.deviceID }
+        guard !d.isEmpty else {
+            throw RPCError.invalidParams("invalid params: 'deviceId' must not be empty",
+                                         data: ["param": "deviceId", "expected": "non-empty string", "got": ""])
+        }
+        return d
+    }
+}

@@ -211,6 +211,21 @@ void cb_conn__closed(cb_conn_t *c) {
     notify_owner(c, CB_CONN_EV_CLOSED);
 }
 
+void cb_conn_abort(cb_conn_t *c) {
+    /* Nothing more will be written: what is queued is discarded, and no
+     * WRITE_ERROR event fires for writes cancelled by the close below. */
+    c->write_failed = 1;
+    c->out.len = 0;
+    cb_conn_close(c);
+    /* Still waiting for writes in flight (a peer that does not read): close
+     * the transport now; libuv cancels them, their callbacks running before
+     * the handles' close callbacks. */
+    if (!c->closed && c->ops && c->ops->close) {
+        c->closed = 1;
+        c->ops->close(c);
+    }
+}
+
 void cb_conn_close(cb_conn_t *c) {
     if (c->closing) return;
     c->closing = 1;

@@ -137,18 +137,6 @@ static const cb_conn_ops_t sock_ops = {
 
 int cb_conn_is_socket(const cb_conn_t *c) { return c->ops == &sock_ops; }
 
-void cb_conn_abort(cb_conn_t *c) {
-    if (c->ops != &sock_ops) { cb_conn_close(c); return; }
-    sock_t *s = S(c);
-    if (!s || s->handle_closing) return;
-    /* Nothing more will be written: what is queued is discarded, and no
-     * WRITE_ERROR event fires for writes cancelled by the close below. */
-    c->write_failed = 1;
-    c->out.len = 0;
-    cb_conn_close(c);
-    if (c->transport && !S(c)->handle_closing) close_all(c);
-}
-
 /* ---- listener ---- */
 
 size_t cb_listen_path_max(void) {

@@ -204,7 +204,7 @@ int cb_outbox_ack(cb_store_t *s, int64_t id, int64_t now_ms) {
     return sqlite3_changes(s->db) ? 0 : explain_no_change(s, id, "acknowledge");
 }
 
-int cb_outbox_fail(cb_store_t *s, int64_t id, const char *error, int64_t retry_at_ms) {
+int cb_outbox_fail(cb_store_t *s, int64_t id, const char *error, int64_t retry_at_ms, int64_t now_ms) {
     int rc = cb_store_begin(s);
     if (rc) return rc;
     sqlite3_stmt *st = cb_store_stmt(s, ST_OB_FAIL);
@@ -213,6 +213,7 @@ int cb_outbox_fail(cb_store_t *s, int64_t id, const char *error, int64_t retry_a
     sqlite3_bind_int(st, 2, retry_at_ms < 0 ? CB_OUTBOX_FAILED : CB_OUTBOX_QUEUED);
     sqlite3_bind_int64(st, 3, retry_at_ms < 0 ? 0 : retry_at_ms);
     if (error) sqlite3_bind_text(st, 4, error, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 5, now_ms);
     if ((rc = step_done(s, st, "recording a failed delivery"))) return rc;
     return sqlite3_changes(s->db) ? 0 : explain_no_change(s, id, "fail");
 }
@@ -253,7 +254,7 @@ static int set_row(cb_store_t *s, int which, int64_t id, int64_t v, const char *
     sqlite3_stmt *st = cb_store_stmt(s, which);
     if (!st) return CB_ESTORE;
     sqlite3_bind_int64(st, 1, id);
-    if (which == ST_OB_SET_INFLIGHT) sqlite3_bind_int64(st, 2, v);
+    sqlite3_bind_int64(st, 2, v);
     return step_done(s, st, what);
 }
 
@@ -273,7 +274,7 @@ int cb_outbox_take_due(cb_store_t *s, int64_t now_ms, int64_t ack_deadline_ms,
             if (found <= 0) { rc = found; break; }
             int visit = 0, again = 0;
             if (o.m.expires_ms > 0 && o.m.expires_ms <= now_ms) {
-                if (!(rc = cb_store_begin(s)) && !(rc = set_row(s, ST_OB_SET_EXPIRED, o.m.id, 0, "expiring a message"))) {
+                if (!(rc = cb_store_begin(s)) && !(rc = set_row(s, ST_OB_SET_EXPIRED, o.m.id, now_ms, "expiring a message"))) {
                     o.m.status = CB_OUTBOX_EXPIRED;
                     visit = again = 1;
                 }

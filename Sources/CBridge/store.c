@@ -40,9 +40,13 @@ static const char *const migrations[CB_STORE_SCHEMA_VERSION] = {
     "CREATE TABLE kv(ns TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL,"
     "  is_json INTEGER NOT NULL, updated_ms INTEGER NOT NULL,"
     "  PRIMARY KEY(ns, key)) WITHOUT ROWID;",
-    /* 1 -> 2: finished messages by age, so pruning the delivery history
-     * never scans the table (and never touches unfinished messages). */
-    "CREATE INDEX outbox_finished ON outbox(created_ms) WHERE status >= 2;",
+    /* 1 -> 2: when a message finished (delivered, failed, expired), indexed
+     * for finished ones only, so pruning the delivery history by age never
+     * scans the table and never touches unfinished messages. Rows finished
+     * before: their ack time (kept in next_attempt_ms), else their creation. */
+    "ALTER TABLE outbox ADD COLUMN finished_ms INTEGER NOT NULL DEFAULT 0;"
+    "UPDATE outbox SET finished_ms = CASE status WHEN 2 THEN next_attempt_ms ELSE created_ms END WHERE status >= 2;"
+    "CREATE INDEX outbox_finished ON outbox(finished_ms) WHERE status >= 2;",
 };
 
 int cb_store_fail(cb_store_t *s, cb_store_fault_t fault, int code, const char *fmt, ...) {

@@ -14,8 +14,8 @@ static const char *const sql[ST_COUNT] = {
     [ST_OB_BY_IDEM] = "SELECT id FROM outbox WHERE idem_key = ?1",
     [ST_OB_GET] = "SELECT " OB_COLS " FROM outbox WHERE id = ?1",
     [ST_OB_STATUS] = "SELECT status FROM outbox WHERE id = ?1",
-    [ST_OB_ACK] = "UPDATE outbox SET status = 2, next_attempt_ms = ?2 WHERE id = ?1 AND status < 2",
-    [ST_OB_FAIL] = "UPDATE outbox SET status = ?2, next_attempt_ms = ?3, last_error = ?4 "
+    [ST_OB_ACK] = "UPDATE outbox SET status = 2, next_attempt_ms = ?2, finished_ms = ?2 WHERE id = ?1 AND status < 2",
+    [ST_OB_FAIL] = "UPDATE outbox SET status = ?2, next_attempt_ms = ?3, last_error = ?4, finished_ms = ?5 "
                    "WHERE id = ?1 AND status < 2",
     /* `status < 2` verbatim so the planner uses the partial index outbox_pending. */
     [ST_OB_NEXT_SESSION] = "SELECT session_id FROM outbox WHERE status < 2 AND session_id > ?1 "
@@ -23,11 +23,12 @@ static const char *const sql[ST_COUNT] = {
     [ST_OB_HEAD] = "SELECT " OB_COLS " FROM outbox WHERE status < 2 AND session_id = ?1 ORDER BY id LIMIT 1",
     [ST_OB_SET_INFLIGHT] = "UPDATE outbox SET status = 1, attempts = attempts + 1, next_attempt_ms = ?2 "
                            "WHERE id = ?1",
-    [ST_OB_SET_EXPIRED] = "UPDATE outbox SET status = 4, last_error = 'expired before delivery' WHERE id = ?1",
+    [ST_OB_SET_EXPIRED] = "UPDATE outbox SET status = 4, last_error = 'expired before delivery', finished_ms = ?2 "
+                          "WHERE id = ?1",
     [ST_OB_REQUEUE] = "UPDATE outbox SET status = 0, next_attempt_ms = ?1 WHERE status = 1",
     /* `status >= 2` verbatim so the planner uses the partial index outbox_finished. */
     [ST_OB_PRUNE] = "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE status >= 2 "
-                    "AND created_ms < ?1 LIMIT ?2)",
+                    "AND finished_ms < ?1 LIMIT ?2)",
     [ST_DR_SAVE] = "INSERT INTO drafts(session_id, text, updated_ms) VALUES(?1, ?2, ?3) "
                    "ON CONFLICT(session_id) DO UPDATE SET text = excluded.text, updated_ms = excluded.updated_ms",
     [ST_DR_GET] = "SELECT text, updated_ms FROM drafts WHERE session_id = ?1",

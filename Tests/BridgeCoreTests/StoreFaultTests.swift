@@ -93,45 +93,50 @@ private func expectStoreError(_ kind: StoreError.Kind, containing parts: [String
         #expect(try Store(directory: tmp.path).messages().map(\.payload) == ["keep me"])
     }
 
-    /// A database written by schema 1 (before the pruning index) opens,
-    /// migrates forward in place and keeps its messages.
+    /// A database written by schema 1 (no finish time) opens, migrates
+    /// forward in place and keeps its messages; a delivered one finished at
+    /// its ack time.
     @Test func schemaOneMigratesForward() throws {
         let tmp = StoreTempDir()
         let db = tmp.sub("codingbridge.db")
         do {
             let store = try Store(directory: tmp.path)
-            _ = try store.enqueue(sessionId: "s", kind: "message", payload: "from v1", nowMs: 1)
+            let sent = try store.enqueue(sessionId: "s", kind: "message", payload: "sent", nowMs: 1).id
+            _ = try store.enqueue(sessionId: "t", kind: "message", payload: "from v1", nowMs: 2)
+            try store.ack(id: sent, nowMs: 5_000)
+            try store.commit()
         }
-        try rawSQL(db, "DROP INDEX outbox_finished; PRAGMA user_version=1")
+        try rawSQL(db, "DROP INDEX outbox_finished; ALTER TABLE outbox DROP COLUMN finished_ms; PRAGMA user_version=1")
         let store = try Store(directory: tmp.path)
         #expect(store.schemaVersion == 2)
         #expect(try store.messages().map(\.payload) == ["from v1"])
-        #expect(try store.pruneFinished(beforeMs: 10) == 0)
+        #expect(try store.pruneFinished(beforeMs: 4_999) == 0)
+        #expect(try store.pruneFinished(beforeMs: 5_001) == 1)
     }
 
-    /// Finished messages older than the cut-off go, in slices; unfinished
-    /// ones (however old) and newer finished ones stay; a pruned key is free.
-    @Test func pruneDeletesOnlyOldFinishedMessages() throws {
+    /// Messages that finished before the cut-off go, in slices; unfinished ones
+    /// (however old) and ones that finished later (however old) stay; a
+    /// pruned key is free again.
+    @Test func pruneDeletesOnlyMessagesFinishedLongAgo() throws {
         let tmp = StoreTempDir()
         let store = try Store(directory: tmp.path)
         var ids: [Int64] = []
-        for i in 0..<5 {
+        for i in 0..<6 {
             ids.append(try store.enqueue(sessionId: "s\(i)", kind: "message", payload: .string("m\(i)"),
                                          idempotencyKey: "k\(i)", nowMs: Int64(100 + i)).id)
         }
-        let late = try store.enqueue(sessionId: "late", kind: "message", payload: "new", nowMs: 10_000).id
         try store.ack(id: ids[0], nowMs: 200)
         try store.ack(id: ids[1], nowMs: 200)
-        try store.fail(id: ids[2], error: "gave up", retryAtMs: nil)
-        try store.ack(id: late, nowMs: 10_001)
-        // ids[3]: queued, ids[4]: queued, both old: never pruned.
+        try store.fail(id: ids[2], error: "gave up", retryAtMs: nil, nowMs: 300)
+        try store.ack(id: ids[5], nowMs: 9_000) // queued long ago, delivered late: kept
+        // ids[3], ids[4]: still queued, both old: never pruned.
         try store.commit()
         #expect(try store.pruneFinished(beforeMs: 5_000, limit: 2) == 2)
         #expect(try store.pruneFinished(beforeMs: 5_000, limit: 2) == 1)
         #expect(try store.pruneFinished(beforeMs: 5_000) == 0)
         try store.commit()
         let left = try store.messages(statuses: Set(OutboxStatus.allCases)).map(\.id)
-        #expect(left == [ids[3], ids[4], late])
+        #expect(left == [ids[3], ids[4], ids[5]])
         // The key of a pruned message can be used again.
         #expect(try store.enqueue(sessionId: "s0", kind: "message", payload: "again", idempotencyKey: "k0", nowMs: 20_000).existed == false)
     }

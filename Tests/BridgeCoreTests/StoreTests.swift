@@ -126,13 +126,13 @@ func storeWriteFile(_ path: String, _ bytes: [UInt8]) {
         try store.ack(id: a1, nowMs: 30)
         #expect(try store.takeDue(nowMs: 30, ackDeadlineMs: 1030).map(\.id) == [a2])
         // A failed attempt goes back to the queue at the retry time.
-        try store.fail(id: b1, error: "socket closed", retryAtMs: 500)
+        try store.fail(id: b1, error: "socket closed", retryAtMs: 500, nowMs: 300)
         let b = try #require(try store.message(id: b1))
         #expect(b.status == .queued && b.nextAttemptMs == 500 && b.lastError == "socket closed" && b.attempts == 1)
         #expect(try store.takeDue(nowMs: 499, ackDeadlineMs: 2000).isEmpty)
         #expect(try store.takeDue(nowMs: 500, ackDeadlineMs: 2000).map { [$0.id, Int64($0.attempts)] } == [[b1, 2]])
         // Out of retries: failed, and the session's next message can go.
-        try store.fail(id: b1, error: "gave up", retryAtMs: nil)
+        try store.fail(id: b1, error: "gave up", retryAtMs: nil, nowMs: 600)
         #expect(try store.message(id: b1)?.status == .failed)
         #expect(try store.messages(statuses: [.failed]).map(\.id) == [b1])
         try store.ack(id: a2, nowMs: 40)
@@ -157,7 +157,7 @@ func storeWriteFile(_ path: String, _ bytes: [UInt8]) {
             #expect(e.message.contains("already delivered"))
         }
         do {
-            try store.fail(id: id, error: "x", retryAtMs: 5)
+            try store.fail(id: id, error: "x", retryAtMs: 5, nowMs: 4)
             Issue.record("fail after ack should fail")
         } catch let e as StoreError { #expect(e.kind == .invalidState) }
         #expect(try store.message(id: 12345) == nil)

@@ -106,13 +106,15 @@ import Testing
     }
 
     /// EDGE-CASES "Session Handoff", Detection: activity from another device
-    /// (a message, a decision, an answer) ends this device's Live Activity;
-    /// the agent keeps working, and the same device again changes nothing.
+    /// than the one showing the Live Activity (a message, a decision, an
+    /// answer) ends it; the agent keeps working; the showing device itself, or
+    /// the same device again, changes nothing.
     @Test func activityFromAnotherDeviceEndsTheActivity() {
-        var h = Harness(background: true)
+        var h = Harness()
+        h.send(.app(AppUpdate(phase: .background, deviceId: "iphone"))) // the iPhone shows the activity
         h.agent("s1", .taskStarted(prompt: nil))
-        #expect(h.send(.userMessage(sessionId: "s1", deviceId: "iphone")).ends.isEmpty) // first device: claims it
-        #expect(h.send(.userMessage(sessionId: "s1", deviceId: "iphone")).isEmpty)
+        #expect(h.engine.state.activity?.sessionId == "s1")
+        #expect(h.send(.userMessage(sessionId: "s1", deviceId: "iphone")).ends.isEmpty) // its own device
         h.agent("s1", .approvalRequest(requestId: "r1", tool: npmTest, timeoutSeconds: nil))
         let (r, fx) = h.respond("r1", .allow, device: "mac")
         #expect(r.status == .accepted)
@@ -127,12 +129,26 @@ import Testing
         #expect(h.engine.session("s1")!.activeDevice == "mac")
         // The Mac keeps going: nothing more to end.
         #expect(h.send(.userMessage(sessionId: "s1", deviceId: "mac")).isEmpty)
-        // A later significant event starts an activity again.
+        // A later significant event starts an activity on the iPhone again;
+        // answering there (lock screen, or in its app) is no hand-off.
         #expect(h.agent("s1", .approvalRequest(requestId: "r2", tool: npmTest, timeoutSeconds: nil)).starts.count == 1)
-        // Back on the phone: an answer from it hands off again.
+        #expect(h.respond("r2", .allow, device: "iphone").1.ends.isEmpty) // from the Mac back to the iPhone's app
+        #expect(h.engine.session("s1")!.activeDevice == "iphone")
         h.agent("s1", .question(questionId: "q1", questions: [Question(question: "Which?", options: [.init(label: "A")])]))
         let q = h.engine.apply(.questionAnswer(questionId: "q1", answers: ["Which?": ["A"]], deviceId: "iphone"), now: h.now)
-        #expect(q.effects.ends.map(\.message) == ["Session continued on another device"])
+        #expect(q.effects.ends.isEmpty)
+        // A decision on the Live Activity of another device is that device's.
+        h.agent("s1", .approvalRequest(requestId: "r3", tool: npmTest, timeoutSeconds: nil))
+        #expect(h.respond("r3", .deny, device: "ipad", source: .liveActivity).1.ends.isEmpty)
+    }
+
+    /// Without app.update from a known device, the session's previous device
+    /// is taken as the one showing the activity.
+    @Test func withoutAnAppDeviceThePreviousDeviceHoldsTheActivity() {
+        var h = Harness(background: true)
+        h.agent("s1", .taskStarted(prompt: nil))
+        #expect(h.send(.userMessage(sessionId: "s1", deviceId: "iphone")).ends.isEmpty) // the first device claims it
+        #expect(h.send(.userMessage(sessionId: "s1", deviceId: "mac")).ends.map(\.message) == ["Session continued on another device"])
     }
 
     @Test func deviceChangeOnAnotherSessionLeavesTheActivityAlone() {

@@ -194,6 +194,49 @@ private func lines(_ s: String) -> [JSON] { s.split(separator: "\n").compactMap 
         #expect(h.request(fine, 2, "ping")?["result"] == .object([:]))
     }
 
+    /// Tearing a server down while a client that never reads still has output
+    /// in flight: the connection's cancelled writes and handle closes run
+    /// while it is still alive (ASan: no use after free), and nothing hangs.
+    @Test func serverFreedWithOutputInFlightToAClientThatNeverReads() throws {
+        var template = Array("/tmp/cb-listen-unit-XXXXXX".utf8CString)
+        let dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
+        let path = dir + "/s.sock"
+        var fd: Int32 = -1
+        do {
+            var policy = SlowClientPolicy()
+            policy.notifyLimitBytes = 64 << 20 // keep queueing: writes stay in flight
+            let server = try RPCServer(env: ServerEnvironment(loop: EventLoop(), options: ServerOptions()), methods: MethodTable())
+            server.sockets.policy = policy
+            try server.listen(unixPath: path)
+            fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            var addr = sockaddr_un()
+            addr.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+                let b = Array(path.utf8)
+                raw.copyBytes(from: b)
+                raw[b.count] = 0
+            }
+            let rc = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            #expect(rc == 0)
+            let hello = Array("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{}}\n".utf8)
+            _ = hello.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            for _ in 0..<50 { server.env.loop.runOnce(); usleep(200) }
+            let big = JSON.string(String(repeating: "y", count: 4000))
+            for i in 0..<2000 {
+                server.broadcast("session.changed", ["i": .int(Int64(i)), "pad": big])
+                if i % 100 == 0 { server.env.loop.runOnce() }
+            }
+            let conn = server.endpoint.allConnections.first { $0.isOpen }
+            #expect((conn?.queuedBytes ?? 0) > 0) // output still waiting for the reader
+            server.closeListeners()
+        } // the server, its endpoint and its loop go here, the client still connected
+        close(fd)
+        unlink(path + ".lock")
+        rmdir(dir)
+    }
+
     @Test func refusedPathsSayWhy() throws {
         let h = try SocketHarness()
         let second = try RPCServer(env: ServerEnvironment(loop: EventLoop(), options: ServerOptions()), methods: MethodTable())

@@ -470,6 +470,18 @@ def test_activity_from_another_device_ends_this_devices_live_activity(sockdir, s
     laptop.request("message.send", {"sessionId": "s1", "text": "thanks"})
     phone.drain(0.3)
     assert not [n for n in phone.notifications if n["method"] in ("activity.end", "activity.start")]
+    # A new approval puts s1 back on the phone's Live Activity; approving on its
+    # lock screen is the phone itself, not a hand-off.
+    laptop.request("agent.event", {"sessionId": "s1", "type": "approval_request", "requestId": "r1", **BASH_NPM_TEST})
+    phone.wait_notification("activity.start", lambda p: p["sessionId"] == "s1")
+    r = phone.request("approval.respond", {"requestId": "r1", "decision": "allow", "source": "notification"})
+    assert r["status"] == "accepted"
+    phone.drain(0.3)
+    assert not [n for n in phone.notifications if n["method"] == "activity.end"]
+    assert phone.request("activity.get")["activity"]["sessionId"] == "s1"
+    # An empty device id is refused, not taken as a device.
+    bad = phone.call("message.send", {"sessionId": "s1", "text": "x", "deviceId": ""})
+    assert bad["error"]["code"] == -32602 and bad["error"]["data"]["param"] == "deviceId"
 
 
 def test_a_thousand_clients_at_once(sockdir, servers):

@@ -168,6 +168,17 @@ def test_finished_history_is_pruned_after_a_week(server):
     # Its idempotency key is free again.
     again = server.request("message.send", {"sessionId": "a", "text": "sent", "idempotencyKey": "k1"})
     assert again["duplicate"] is False and again["id"] > waiting
+    # The week counts from when a message finished, not from when it was sent:
+    # `waiting`, queued for over a week, is delivered now and kept another week.
+    server.request("connection.update", {"state": "connected"})
+    got = {deliver(server)["id"], deliver(server)["id"]}
+    assert got == {waiting, again["id"]}
+    for i in got:
+        server.request("outbox.ack", {"id": i})
+    server.request("debug.advanceClock", {"ms": 2 * 3_600_000})
+    assert ids() == [waiting, again["id"]]
+    server.request("debug.advanceClock", {"ms": week})
+    assert ids() == []
 
 
 def test_missing_ack_counts_as_failed_attempt(server):

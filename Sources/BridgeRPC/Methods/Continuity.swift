@@ -106,7 +106,6 @@ extension MethodTable {
         func persist(_ event: EngineEvent, _ t: Engine.Transition) {
             switch event {
             case .agent(let e): dirty.insert(e.sessionId)
-            case .userMessage(let sid, _): dirty.insert(sid)
             default: break
             }
             if case .approval(let r) = t.reply, let sid = r.sessionId { dirty.insert(sid) }
@@ -136,7 +135,7 @@ extension MethodTable {
         func settleOutbox(_ event: EngineEvent, _ t: Engine.Transition) {
             for rid in host.engine.droppedDecisions {
                 guard let id = queuedRows.removeValue(forKey: rid) else { continue }
-                do { try store.fail(id: id, error: "request expired before the connection came back", retryAtMs: nil) } catch {
+                do { try store.fail(id: id, error: "request expired before the connection came back", retryAtMs: nil, nowMs: host.now) } catch {
                     Log.error("offline decision \(rid) not marked failed: \(error)")
                 }
             }
@@ -197,7 +196,11 @@ extension MethodTable {
 
         // MARK: forgetting finished sessions (hourly, and now for a restart)
 
-        func sweepSessions() {
+        // The scheduler keeps the closure below until it runs: unowned, or the
+        // environment that owns the scheduler could never be freed.
+        unowned let scheduler = env.scheduler
+        @discardableResult
+        func sweepSessions() -> Int {
             let gone = host.withEngine { $0.evictSessions(lastActivityBefore: host.now - Engine.sessionRetentionMs) }
             if !gone.isEmpty {
                 Log.info("forgot \(gone.count) session(s) finished and untouched for 7 days")
@@ -207,9 +210,11 @@ extension MethodTable {
                     }
                 }
             }
-            env.scheduler.schedule(afterMs: 3_600_000) { sweepSessions() }
+            scheduler.schedule(afterMs: 3_600_000) { sweepSessions() }
+            return gone.count
         }
-        sweepSessions()
+        // A restart after a long pause forgets at once; `recovered` counts what is kept.
+        report.sessions -= sweepSessions()
 
         let previous = env.recovered
         env.recovered = {

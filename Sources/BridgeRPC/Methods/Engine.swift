@@ -19,7 +19,7 @@ extension MethodTable {
         onAsync("approval.respond") { p, ctx, reply in
             let rid: String = try p.required("requestId")
             let decision = ApprovalDecision(rawValue: try p.oneOf("decision", ApprovalDecision.allCases.map(\.rawValue)))!
-            let device: String? = try p.optional("deviceId") ?? ctx.deviceID
+            let device = try p.deviceId(or: ctx)
             let source = DecisionSource(rawValue: try p.oneOf("source", DecisionSource.allCases.map(\.rawValue), default: "app"))!
             // Continuity records it durably (queued while the backend link is down) and answers after the commit.
             if let durable = host.approvalResponder, try durable(rid, decision, device, source, reply) { return }
@@ -49,7 +49,7 @@ extension MethodTable {
                                                         "got": .string(v.typeName)])
                 }
             }
-            let device: String? = try p.optional("deviceId") ?? ctx.deviceID
+            let device = try p.deviceId(or: ctx)
             let t = host.apply(.questionAnswer(questionId: qid, answers: answers, deviceId: device))
             guard case .question(let r) = t.reply else { throw RPCError.internalError("engine gave no question reply") }
             if r.status == .invalid {
@@ -60,8 +60,9 @@ extension MethodTable {
             return ["status": .string(r.status.rawValue), "questionId": .string(qid), "sessionId": r.sessionId.json]
         }
 
-        on("app.update") { p, _ in
-            let u = try EngineParams.appUpdate(p)
+        on("app.update") { p, ctx in
+            var u = try EngineParams.appUpdate(p)
+            u.deviceId = ctx.deviceID
             host.apply(.app(u))
             return ["app": EngineCoding.app(host.engine.app),
                     "liveActivityStatus": .string(host.engine.liveActivityStatus.rawValue)]

@@ -118,7 +118,7 @@ final class OutboxDelivery {
                     // Delivered earlier, never acked: a failed attempt.
                     let err = "no ack within \(ackTimeoutMs) ms"
                     let at = retryAt(id: m.id, attempts: m.attempts, maxAttempts: m.maxAttempts)
-                    try store.fail(id: m.id, error: err, retryAtMs: at)
+                    try store.fail(id: m.id, error: err, retryAtMs: at, nowMs: now)
                     if at == nil { notes.append(("outbox.undeliverable", undeliverable(m, status: "failed", error: err))) }
                 case .inflight:
                     notes.append(("outbox.deliver", ["id": .int(m.id), "sessionId": .string(m.sessionId), "kind": .string(m.kind),
@@ -245,7 +245,7 @@ extension MethodTable {
 
         onAsync("message.send") { p, ctx, reply in
             let sessionId = try nonEmpty(p, "sessionId")
-            let device: String? = try p.optional("deviceId") ?? ctx.deviceID
+            let device = try p.deviceId(or: ctx)
             let text: String = try p.required("text")
             let key: String? = try p.optional("idempotencyKey")
             if let key, key.isEmpty {
@@ -265,17 +265,22 @@ extension MethodTable {
                                       expiresMs: ttl.map { now + $0 })
             } catch { throw StoreRPCError.from(error) }
             delivery.schedulePump()
-            // The person continues the session from this device (hand-off).
-            if !r.existed { env.engine.apply(.userMessage(sessionId: sessionId, deviceId: device)) }
-            afterCommit(reply) {
-                guard let m = try store.message(id: r.id) else { throw RPCError.internalError("message \(r.id) vanished") }
-                if r.existed && (m.sessionId != sessionId || m.payload["text"]?.stringValue != text) {
-                    throw RPCError.application(StoreRPCError.idempotencyConflict, "Idempotency key reused for a different message",
-                                               data: ["idempotencyKey": .string(key ?? ""), "id": .int(m.id),
-                                                      "reason": "a message with this key but another session or text was already accepted"])
+            // The person continues the session from this device (hand-off);
+            // if that changed the session, the reply also waits for the
+            // commit of its snapshot (written after this turn's commit).
+            let changed = !r.existed && !env.engine.apply(.userMessage(sessionId: sessionId, deviceId: device)).effects.isEmpty
+            func answer() {
+                afterCommit(reply) {
+                    guard let m = try store.message(id: r.id) else { throw RPCError.internalError("message \(r.id) vanished") }
+                    if r.existed && (m.sessionId != sessionId || m.payload["text"]?.stringValue != text) {
+                        throw RPCError.application(StoreRPCError.idempotencyConflict, "Idempotency key reused for a different message",
+                                                   data: ["idempotencyKey": .string(key ?? ""), "id": .int(m.id),
+                                                          "reason": "a message with this key but another session or text was already accepted"])
+                    }
+                    return ["id": .int(r.id), "status": .string(m.status.rawValue), "duplicate": .bool(r.existed)]
                 }
-                return ["id": .int(r.id), "status": .string(m.status.rawValue), "duplicate": .bool(r.existed)]
             }
+            if changed { store.afterCommit { _ in answer() } } else { answer() }
         }
 
         onAsync("outbox.list") { p, _, reply in
@@ -317,7 +322,7 @@ extension MethodTable {
                 }
                 m = found
                 let at = retry ? delivery.retryAt(id: id, attempts: max(1, m.attempts), maxAttempts: m.maxAttempts) : nil
-                try store.fail(id: id, error: error, retryAtMs: at)
+                try store.fail(id: id, error: error, retryAtMs: at, nowMs: delivery.nowMs)
             } catch let e as RPCError { throw e } catch { throw StoreRPCError.from(error).withId(id) }
             delivery.schedulePump()
             afterCommit(reply) {
