@@ -131,7 +131,7 @@ extension RPCServer {
     }
 
     /// Stops accepting and removes the socket files (on stop).
-    func closeListeners() {
+    public func closeListeners() {
         for l in sockets.listeners { l.close() }
         sockets.listeners = []
         sockets.watch = nil
