@@ -1,4 +1,5 @@
 import ArgumentParser
+import BridgeCore
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -172,18 +173,7 @@ private final class SockClient: @unchecked Sendable {
     private var buf: [UInt8] = []
 
     init(_ path: String) throws {
-        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            let b = Array(path.utf8)
-            raw.copyBytes(from: b)
-            raw[b.count] = 0
-        }
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        if rc != 0 { let e = errno; Glibc.close(fd); throw ValidationError("connect \(path): \(String(cString: strerror(e)))") }
+        do { fd = try UnixSocket.connect(path) } catch { throw ValidationError("\(error)") }
     }
 
     func nonBlocking() { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }

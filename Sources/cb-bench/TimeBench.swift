@@ -361,18 +361,7 @@ final class RPCClientThread {
 
     /// Connects (turning the loop with `spin` until the server accepted) and starts calling.
     func start(spin: () -> Void) throws {
-        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            let b = Array(path.utf8)
-            raw.copyBytes(from: b)
-            raw[b.count] = 0
-        }
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard rc == 0 else { throw ValidationError("connect \(path): \(String(cString: strerror(errno)))") }
+        do { fd = try UnixSocket.connect(path) } catch { throw ValidationError("\(error)") }
         for _ in 0..<10 { spin() }
         let sock = fd, pauseUs = self.pauseUs
         let t = Thread { [self] in

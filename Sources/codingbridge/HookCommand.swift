@@ -238,24 +238,12 @@ enum HookSocket {
 
     /// A connected, non-blocking stream socket, or why not.
     static func connect(_ path: String, deadline: Double) -> Result<Int32, HookError> {
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        let capacity = MemoryLayout.size(ofValue: addr.sun_path)
-        guard !bytes.isEmpty, bytes.count < capacity else {
-            return .failure(HookError("socket path is empty or longer than \(capacity - 1) bytes"))
-        }
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
+        guard let addr = UnixSocket.address(path) else {
+            return .failure(HookError("socket path is empty or longer than \(UnixSocket.maxPathBytes) bytes"))
         }
         let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return .failure(HookError("socket(): \(String(cString: strerror(errno)))")) }
-        let r = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
+        let r = UnixSocket.connect(fd, to: addr)
         if r == 0 { return .success(fd) }
         let e = errno
         if e == EINPROGRESS || e == EAGAIN {

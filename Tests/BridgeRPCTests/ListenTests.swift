@@ -39,18 +39,7 @@ private final class SocketHarness {
     }
 
     func connect() -> Int32 {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            let b = Array(path.utf8)
-            raw.copyBytes(from: b)
-            raw[b.count] = 0
-        }
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        precondition(rc == 0, "connect: \(errno)")
+        let fd = try! UnixSocket.connect(path)
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
         fds.append(fd)
         spin()
@@ -208,18 +197,7 @@ private func lines(_ s: String) -> [JSON] { s.split(separator: "\n").compactMap 
             let server = try RPCServer(env: ServerEnvironment(loop: EventLoop(), options: ServerOptions()), methods: MethodTable())
             server.sockets.policy = policy
             try server.listen(unixPath: path)
-            fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-            var addr = sockaddr_un()
-            addr.sun_family = sa_family_t(AF_UNIX)
-            withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-                let b = Array(path.utf8)
-                raw.copyBytes(from: b)
-                raw[b.count] = 0
-            }
-            let rc = withUnsafePointer(to: &addr) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-            }
-            #expect(rc == 0)
+            fd = try UnixSocket.connect(path)
             let hello = Array("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{}}\n".utf8)
             _ = hello.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
             for _ in 0..<50 { server.env.loop.runOnce(); usleep(200) }
