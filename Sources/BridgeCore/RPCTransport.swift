@@ -1,5 +1,10 @@
 import CBridge
 import CJansson
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// How a peer frames its messages; detected from the first bytes it sends.
 public enum Framing: String, Sendable {
@@ -185,9 +190,21 @@ public final class RPCEndpoint {
         rpc.pointee.data = nil
         let open = connections.values.compactMap(\.raw)
         for raw in open { raw.pointee.data = nil; cb_conn_abort(raw) }
-        for _ in 0..<1000 where open.contains(where: { $0.pointee.transport != nil }) { loop.runOnce() }
-        for c in connections.values { if let raw = c.raw { cb_conn_release(raw) }; c.raw = nil }
-        cb_rpc_free(rpc)
+        var turns = 0
+        while turns < 10_000, open.contains(where: { $0.pointee.transport != nil }) {
+            loop.runOnce()
+            turns += 1
+            if turns % 100 == 0 { usleep(1000) } // a thread-pool read finishing
+        }
+        // One still open (a blocking read that cannot be cancelled) keeps its
+        // memory and the rpc it points to: a leak at exit beats a callback
+        // into freed memory.
+        let stuck = open.contains { $0.pointee.transport != nil }
+        for c in connections.values {
+            if let raw = c.raw, raw.pointee.transport == nil { cb_conn_release(raw) }
+            c.raw = nil
+        }
+        if !stuck { cb_rpc_free(rpc) }
     }
 
     /// Answers `method` in C with a fixed result (valid JSON text).

@@ -46,7 +46,11 @@ public enum UnixSocket {
         guard let addr = address(path) else {
             throw Failure(description: "socket path '\(path)' is empty or longer than \(maxPathBytes) bytes")
         }
+        #if canImport(Glibc)
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+        let fd = socket(AF_UNIX, SOCK_STREAM, 0)
+        #endif
         guard fd >= 0 else { throw Failure(description: "socket(): \(String(cString: strerror(errno)))") }
         if connect(fd, to: addr) != 0 {
             let e = errno

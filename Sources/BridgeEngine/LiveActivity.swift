@@ -11,6 +11,9 @@
 public struct LiveActivity: Equatable, Sendable {
     public let sessionId: String
     public let startedAt: Millis
+    /// The device showing it: the app's device when it started, else the
+    /// session's device, else the first device to act on the session.
+    public internal(set) var device: String?
     /// What the activity shows now (as last sent).
     public internal(set) var content: ActivityContent
 }
@@ -160,7 +163,8 @@ extension Engine {
             endActivity(now: now, into: &effects)
         }
         let c = activityContent(for: s, now: now)
-        state.activity = LiveActivity(sessionId: sessionId, startedAt: now, content: c)
+        state.activity = LiveActivity(sessionId: sessionId, startedAt: now,
+                                      device: state.app.device ?? s.activeDevice, content: c)
         state.metrics.count(.liveActivityStarted)
         effects.append(.startActivity(c))
     }

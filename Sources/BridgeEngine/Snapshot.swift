@@ -177,7 +177,8 @@ extension Engine {
             "missedWhileAway": .int(Int64(state.missedWhileAway)),
             "lowPowerNotified": .bool(state.lowPowerNotified),
             "seq": .int(Int64(bitPattern: state.seq)),
-            "activity": state.activity.map { ["sessionId": .string($0.sessionId), "startedAt": .int($0.startedAt)] } ?? .null,
+            "activity": state.activity.map { ["sessionId": .string($0.sessionId), "startedAt": .int($0.startedAt),
+                                              "device": opt($0.device)] } ?? .null,
             "metrics": ["counters": .object(counters), "missedApprovals": .int(Int64(state.metrics.missedApprovals))],
             "connection": ["connected": .bool(c.connected), "offlineSince": opt(c.offlineSince),
                            "lostNotified": .bool(c.lostNotified), "attempt": .int(Int64(c.attempt)),
@@ -270,7 +271,7 @@ extension Engine {
         // Queued decisions whose request is gone are settled on the next apply.
         report.queuedDecisions = state.connection.queuedDecisions.count
         if let a = snap.global?["activity"], let sid = a.str("sessionId"), let s = state.sessions[sid] {
-            state.activity = LiveActivity(sessionId: sid, startedAt: a.int("startedAt") ?? now,
+            state.activity = LiveActivity(sessionId: sid, startedAt: a.int("startedAt") ?? now, device: a.str("device"),
                                           content: activityContent(for: s, now: now))
         }
         // The badge the device shows is whatever was last sent; resend it.

@@ -144,24 +144,28 @@ extension Engine {
 
     /// EDGE-CASES "Session Handoff", Detection: each session remembers the
     /// device that last interacted with it (a message, a decision, an answer).
-    /// When the person moves to another device than the one showing the Live
-    /// Activity (the app's device, else the session's previous device), the
-    /// session goes on there: the activity ends with "Session continued on
-    /// another device" (the agent keeps working; a later significant event may
-    /// start one again). A decision taken on the notification or the activity
-    /// itself comes from the device that shows them: never a hand-off.
-    /// Returns whether the session's device changed.
+    /// When the person acts in the app of another device than the one showing
+    /// the session's Live Activity, the session goes on there: the activity
+    /// ends with "Session continued on another device" (the agent keeps
+    /// working; a later significant event may start one again). A decision
+    /// taken on the notification or the activity itself comes from the device
+    /// that shows them: never a hand-off. Returns whether the session's
+    /// device changed.
     @discardableResult
     mutating func deviceInteracted(_ sid: String, device: String?, source: DecisionSource = .app, now: Millis,
                                    into effects: inout [Effect]) -> Bool {
         guard let device, state.sessions[sid] != nil else { return false }
-        let previous = state.sessions[sid]!.activeDevice
-        guard previous != device else { return false }
+        let changed = state.sessions[sid]!.activeDevice != device
         state.sessions[sid]!.activeDevice = device
-        if source == .app, state.activity?.sessionId == sid, let shownOn = state.app.device ?? previous, shownOn != device {
+        guard let a = state.activity, a.sessionId == sid else { return changed }
+        guard let shownOn = a.device else {
+            state.activity!.device = device // not known yet: the first device to act shows it
+            return changed
+        }
+        if source == .app, shownOn != device {
             releaseActivity(sid, to: device, from: shownOn, sentAt: nil, now: now, into: &effects)
         }
-        return true
+        return changed
     }
 
     /// Ends the session's Live Activity with the hand-off line and, when the

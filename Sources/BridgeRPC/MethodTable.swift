@@ -1,13 +1,21 @@
 import BridgeCore
 
-/// Who is calling: the connection a request came in on. Later: device id.
+/// Who is calling: the connection a request came in on and its device.
 public struct RPCContext {
     public var connectionID: Int
+    /// The `initialize` deviceId, or for a socket client that gave none the
+    /// one generated for this connection.
     public var deviceID: String?
-    public init(connectionID: Int, deviceID: String? = nil) {
+    /// The client named its device. A generated id changes with every
+    /// connection, so it cannot say which device acts (hand-off).
+    public var deviceIsNamed: Bool
+    public init(connectionID: Int, deviceID: String? = nil, deviceIsNamed: Bool = true) {
         self.connectionID = connectionID
         self.deviceID = deviceID
+        self.deviceIsNamed = deviceIsNamed
     }
+    /// The device to tell the engine about: only a named one.
+    public var namedDevice: String? { deviceIsNamed ? deviceID : nil }
 }
 
 /// Completes a request that a handler answers later (an approval a person

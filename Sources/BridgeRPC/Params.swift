@@ -99,9 +99,9 @@ extension Dictionary: ParamConvertible where Key == String, Value == JSON {
 
 extension Params {
     /// The acting device: `deviceId` when given (never empty), else the
-    /// connection's (its `initialize` deviceId).
+    /// connection's named device (its `initialize` deviceId; not a generated one).
     func deviceId(or ctx: RPCContext) throws -> String? {
-        guard let d: String = try optional("deviceId") else { return ctx.deviceID }
+        guard let d: String = try optional("deviceId") else { return ctx.namedDevice }
         guard !d.isEmpty else {
             throw RPCError.invalidParams("invalid params: 'deviceId' must not be empty",
                                          data: ["param": "deviceId", "expected": "non-empty string", "got": ""])

@@ -162,7 +162,8 @@ public final class RPCServer {
     }
 
     func context(_ c: RPCConnection) -> RPCContext {
-        RPCContext(connectionID: c.id, deviceID: c.userInfo["deviceId"] as? String)
+        RPCContext(connectionID: c.id, deviceID: c.userInfo["deviceId"] as? String,
+                   deviceIsNamed: c.userInfo["deviceIdGenerated"] == nil)
     }
 
     func dispatch(_ call: RPCCall) {
@@ -219,6 +220,7 @@ public final class RPCServer {
                 call.connection.userInfo["deviceId"] = device
             } else if let client {
                 call.connection.userInfo["deviceId"] = client.generatedDeviceID
+                call.connection.userInfo["deviceIdGenerated"] = true
             }
             if let client { client.phase = .running } else { phase = .running }
             call.connection.userInfo["initialized"] = true

@@ -30,7 +30,6 @@ struct TimeBench: ParsableCommand {
 
     func run() throws {
         signal(SIGPIPE, SIG_IGN) // a client gone mid-reply must be an error, not the end of the benchmark
-        Log.level = .warn // the in-process server's "listening on ..." lines are noise here
         print("cb-bench timeouts: \(count) pending, delays uniform in [1 min, 1 h], cancels in random order, best of \(repeats) runs")
         print("")
         var rng = SplitMix64(seed: 0x5EED)
@@ -197,10 +196,10 @@ struct TimeBench: ParsableCommand {
     /// client on CPU 1), each trial records CPU 0's steal during it, and the
     /// target is judged on the trials without any.
     func latenessRun() throws {
-        let cpus = ProcessInfo.processInfo.activeProcessorCount
-        pinnedCPU = cpus >= 2 && pinThread(to: [0]) ? 0 : nil
+        let original = threadAffinity()
+        pinnedCPU = ProcessInfo.processInfo.activeProcessorCount >= 2 && pinThread(to: [0]) ? 0 : nil
         defer {
-            if pinnedCPU != nil { pinThread(to: Array(0..<cpus)) }
+            if pinnedCPU != nil, var mask = original { _ = setThreadAffinity(&mask) }
             pinnedCPU = nil
         }
         print("fire lateness: \(lateness) timeouts due within 1 s, \(count) more pending (1 min..1 h), while the same loop serves JSON-RPC over a unix socket (a Swift-dispatched method; client pause \(echoPauseUs) µs); \(trials) trials, ours and uv in turn")
@@ -244,7 +243,9 @@ struct TimeBench: ParsableCommand {
     func lateness(useScheduler: Bool) throws -> Lateness {
         // A real server on the loop: socket listener, framing, jansson and
         // the Swift method table (not the raw-bytes ping fast path).
-        let env = ServerEnvironment(loop: EventLoop(), options: ServerOptions())
+        var options = ServerOptions()
+        options.logLevel = .warn // its "listening on ..." lines are noise here
+        let env = ServerEnvironment(loop: EventLoop(), options: options)
         let loop = env.loop
         let table = MethodTable()
         table.on("bench.echo") { p, _ in ["value": p.value("value") ?? .null] }
@@ -409,17 +410,33 @@ func hostStealMs(cpu: Int? = nil) -> Double {
 /// The CPU the lateness run's loop is pinned to (nil: not pinned).
 nonisolated(unsafe) var pinnedCPU: Int?
 
-/// Pins the calling thread to `cpus` (Linux sched_setaffinity); false if refused.
+// Glibc's module map hides the _GNU_SOURCE affinity calls: look them up.
+private typealias AffinityCall = @convention(c) (pid_t, Int, UnsafeMutableRawPointer) -> Int32
+private func affinityCall(_ name: String) -> AffinityCall? {
+    dlsym(UnsafeMutableRawPointer(bitPattern: 0), name).map { unsafeBitCast($0, to: AffinityCall.self) }
+}
+
+/// The calling thread's CPU mask (sched_getaffinity), nil if unavailable.
+func threadAffinity() -> cpu_set_t? {
+    var set = cpu_set_t()
+    guard let get = affinityCall("sched_getaffinity"),
+          withUnsafeMutableBytes(of: &set, { get(0, $0.count, $0.baseAddress!) }) == 0 else { return nil }
+    return set
+}
+
+func setThreadAffinity(_ set: inout cpu_set_t) -> Bool {
+    guard let f = affinityCall("sched_setaffinity") else { return false }
+    return withUnsafeMutableBytes(of: &set) { f(0, $0.count, $0.baseAddress!) } == 0
+}
+
+/// Pins the calling thread to `cpus`; false if refused.
 @discardableResult
 func pinThread(to cpus: [Int]) -> Bool {
     var set = cpu_set_t()
     withUnsafeMutableBytes(of: &set) { raw in
         for c in cpus where c / 8 < raw.count { raw[c / 8] |= UInt8(1 << (c % 8)) }
     }
-    // Glibc's module map hides the _GNU_SOURCE declaration: look it up.
-    typealias SetAffinity = @convention(c) (pid_t, Int, UnsafeRawPointer) -> Int32
-    guard let f = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "sched_setaffinity") else { return false }
-    return withUnsafeBytes(of: &set) { unsafeBitCast(f, to: SetAffinity.self)(0, $0.count, $0.baseAddress!) } == 0
+    return setThreadAffinity(&set)
 }
 
 /// Resident set size from /proc/self/statm.

@@ -243,11 +243,21 @@ enum HookSocket {
         }
         let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return .failure(HookError("socket(): \(String(cString: strerror(errno)))")) }
-        let r = UnixSocket.connect(fd, to: addr)
+        var r = UnixSocket.connect(fd, to: addr)
+        // Linux: a listener whose backlog is full refuses a non-blocking
+        // connect with EAGAIN and queues nothing, so try again until the
+        // deadline (polling such a socket reports it writable at once).
+        while r != 0 && errno == EAGAIN && HookClock.remainingMs(deadline) > 0 {
+            usleep(5_000)
+            r = UnixSocket.connect(fd, to: addr)
+        }
         if r == 0 { return .success(fd) }
         let e = errno
-        if e == EINPROGRESS || e == EAGAIN {
-            // A unix socket whose backlog is full: wait for room within the deadline.
+        if e == EAGAIN {
+            close(fd)
+            return .failure(HookError("connect timed out (the server's backlog stayed full)"))
+        }
+        if e == EINPROGRESS {
             guard HookIO.ready(fd, Int16(POLLOUT), deadline: deadline) else {
                 close(fd)
                 return .failure(HookError("connect timed out"))

@@ -130,16 +130,23 @@ import Testing
         // The Mac keeps going: nothing more to end.
         #expect(h.send(.userMessage(sessionId: "s1", deviceId: "mac")).isEmpty)
         // A later significant event starts an activity on the iPhone again;
-        // answering there (lock screen, or in its app) is no hand-off.
+        // the Mac acting in its app ends it again, although it acted last too.
         #expect(h.agent("s1", .approvalRequest(requestId: "r2", tool: npmTest, timeoutSeconds: nil)).starts.count == 1)
-        #expect(h.respond("r2", .allow, device: "iphone").1.ends.isEmpty) // from the Mac back to the iPhone's app
+        #expect(h.respond("r2", .allow, device: "mac").1.ends.map(\.message) == ["Session continued on another device"])
+        // On the iPhone itself (its app, its lock screen) nothing is handed off.
+        #expect(h.agent("s1", .approvalRequest(requestId: "r3", tool: npmTest, timeoutSeconds: nil)).starts.count == 1)
+        #expect(h.respond("r3", .allow, device: "iphone").1.ends.isEmpty)
         #expect(h.engine.session("s1")!.activeDevice == "iphone")
         h.agent("s1", .question(questionId: "q1", questions: [Question(question: "Which?", options: [.init(label: "A")])]))
         let q = h.engine.apply(.questionAnswer(questionId: "q1", answers: ["Which?": ["A"]], deviceId: "iphone"), now: h.now)
         #expect(q.effects.ends.isEmpty)
-        // A decision on the Live Activity of another device is that device's.
-        h.agent("s1", .approvalRequest(requestId: "r3", tool: npmTest, timeoutSeconds: nil))
-        #expect(h.respond("r3", .deny, device: "ipad", source: .liveActivity).1.ends.isEmpty)
+        // A decision on the Live Activity or a notification is the showing device's.
+        h.agent("s1", .approvalRequest(requestId: "r4", tool: npmTest, timeoutSeconds: nil))
+        #expect(h.respond("r4", .deny, device: "ipad", source: .liveActivity).1.ends.isEmpty)
+        #expect(h.engine.state.activity?.sessionId == "s1")
+        // Another app reporting its state later does not move an activity already shown.
+        h.send(.app(AppUpdate(deviceId: "ipad")))
+        #expect(h.engine.state.activity?.device == "iphone")
     }
 
     /// Without app.update from a known device, the session's previous device

@@ -62,7 +62,7 @@ extension MethodTable {
 
         on("app.update") { p, ctx in
             var u = try EngineParams.appUpdate(p)
-            u.deviceId = ctx.deviceID
+            u.deviceId = ctx.namedDevice
             host.apply(.app(u))
             return ["app": EngineCoding.app(host.engine.app),
                     "liveActivityStatus": .string(host.engine.liveActivityStatus.rawValue)]

@@ -280,7 +280,14 @@ extension MethodTable {
                     return ["id": .int(r.id), "status": .string(m.status.rawValue), "duplicate": .bool(r.existed)]
                 }
             }
-            if changed { store.afterCommit { _ in answer() } } else { answer() }
+            if changed {
+                // The first commit holds the message: its failure is the reply.
+                store.afterCommit { err in
+                    if let err { reply(.failure(StoreRPCError.from(err))) } else { answer() }
+                }
+            } else {
+                answer()
+            }
         }
 
         onAsync("outbox.list") { p, _, reply in
