@@ -15,7 +15,7 @@ public struct ListenError: Error, CustomStringConvertible {
         case .notASocket:
             return "\(path) exists and is not a socket; not replacing it (remove it or choose another path)"
         case .pathTooLong:
-            return "socket path \(path) is \(path.utf8.count) bytes; unix sockets allow at most \(cb_listen_path_max())"
+            return "socket path \(path) is \(path.utf8.count) bytes; unix sockets allow at most \(UnixSocket.maxPathBytes)"
         case .noDirectory:
             return "cannot create \(path): its directory does not exist"
         case .permissionDenied:
@@ -86,9 +86,6 @@ public final class RPCListener {
     fileprivate func accept(_ c: UnsafeMutablePointer<cb_conn_t>) {
         onAccept(endpoint.adopt(c))
     }
-
-    /// The longest path a unix socket can have on this system.
-    public static var maxPathBytes: Int { Int(cb_listen_path_max()) }
 }
 
 private let listenerAccept: cb_listen_cb = { l, c in

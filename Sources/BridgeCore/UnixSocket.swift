@@ -1,3 +1,4 @@
+import CBridge
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -13,10 +14,10 @@ public enum UnixSocket {
 
     /// The address of `path`, or nil when it is empty or does not fit sun_path.
     public static func address(_ path: String) -> sockaddr_un? {
+        let bytes = Array(path.utf8)
+        guard !bytes.isEmpty, bytes.count <= maxPathBytes else { return nil }
         var addr = sockaddr_un()
         addr.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard !bytes.isEmpty, bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else { return nil }
         withUnsafeMutableBytes(of: &addr.sun_path) { raw in
             raw.copyBytes(from: bytes)
             raw[bytes.count] = 0
@@ -24,8 +25,8 @@ public enum UnixSocket {
         return addr
     }
 
-    /// The longest path `address` takes.
-    public static var maxPathBytes: Int { MemoryLayout.size(ofValue: sockaddr_un().sun_path) - 1 }
+    /// The longest path a unix socket can have on this system (the listener's limit too).
+    public static var maxPathBytes: Int { Int(cb_listen_path_max()) }
 
     /// connect(2) of `fd` to `addr`: 0, or -1 with errno set.
     public static func connect(_ fd: Int32, to addr: sockaddr_un) -> Int32 {

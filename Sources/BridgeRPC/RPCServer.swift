@@ -69,7 +69,6 @@ public final class RPCServer {
             }
             self.stop(exitCode: 0, reason: sig == 15 ? "SIGTERM" : "SIGINT")
         }
-        env.broadcast = { [unowned self] method, params in self.broadcast(method, params) }
         env.send = { [unowned self] audience, method, params in self.send(method, params, to: audience) }
     }
 

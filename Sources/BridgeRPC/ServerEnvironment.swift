@@ -25,13 +25,13 @@ public final class ServerEnvironment {
     /// The durable store (outbox, drafts, key-value snapshots); opened by
     /// `openStore()` (Methods/Outbox.swift) from `options`.
     public var store: Store?
-    /// Sends a server->client notification to every connected client.
-    /// The server sets this when it starts; before that it drops nothing
-    /// because nothing can happen before the loop runs.
-    public var broadcast: (_ method: String, _ params: JSON) -> Void = { _, _ in }
-    /// Sends a notification to some of the clients: one connection, all but
-    /// one ("the other devices"), one device (see `Audience`). Set by the server.
+    /// Sends a notification to some of the clients: all, one connection, all
+    /// but one ("the other devices"), one device (see `Audience`). The server
+    /// sets this when it starts; before that it drops nothing because nothing
+    /// can happen before the loop runs.
     public var send: (_ audience: Audience, _ method: String, _ params: JSON) -> Void = { _, _, _ in }
+    /// Sends a server->client notification to every initialized client.
+    public func broadcast(_ method: String, _ params: JSON) { send(.all, method, params) }
     /// What the server reopened from durable state, reported in `initialize`'s
     /// `recovered` (the store/engine set this; default: nothing recovered).
     public var recovered: () -> JSON = { .object([:]) }

@@ -89,7 +89,7 @@ struct HookCommand: ParsableCommand {
         // Re-armed for this event: the backstop sits one second past the deadline.
         alarm(UInt32(max(0, deadline - HookClock.now()).rounded(.up)) + 1)
 
-        let path = HookSocket.path(option: socket ?? stateDir.map { $0 + "/codingbridge.sock" })
+        let path = HookSocket.path(option: socket ?? stateDir.map { ListenAddress.socketPath(stateDir: $0) })
         let fd: Int32
         switch HookSocket.connect(path, deadline: deadline) {
         case .success(let f): fd = f
@@ -229,11 +229,7 @@ enum HookSocket {
     static func path(option: String?) -> String {
         if let option, !option.isEmpty { return option }
         if let env = getenv("CODINGBRIDGE_SOCKET").map({ String(cString: $0) }), !env.isEmpty { return env }
-        if let x = getenv("XDG_STATE_HOME").map({ String(cString: $0) }), x.hasPrefix("/") {
-            return x + "/codingbridge/codingbridge.sock"
-        }
-        let home = getenv("HOME").map { String(cString: $0) } ?? ""
-        return home + "/.local/state/codingbridge/codingbridge.sock"
+        return ListenAddress.socketPath(stateDir: nil)
     }
 
     /// A connected, non-blocking stream socket, or why not.

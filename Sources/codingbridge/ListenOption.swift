@@ -25,10 +25,18 @@ struct ListenAddress: ExpressibleByArgument {
         if ephemeral {
             throw ValidationError("--listen unix without a path needs the state directory; with --ephemeral give one: --listen unix:PATH")
         }
-        let dir = stateDir ?? Store.defaultDirectory(environment: ProcessInfo.environmentSubset)
+        let dir = ListenAddress.stateDirectory(stateDir)
         try ListenAddress.ensurePrivateDirectory(dir)
-        return dir + "/codingbridge.sock"
+        return ListenAddress.socketPath(stateDir: dir)
     }
+
+    /// --state-dir, else the default state directory (XDG).
+    static func stateDirectory(_ option: String?) -> String {
+        option ?? Store.defaultDirectory(environment: ProcessInfo.environmentSubset)
+    }
+
+    /// Where `--listen unix` puts the socket (and where the hook looks for it).
+    static func socketPath(stateDir: String?) -> String { stateDirectory(stateDir) + "/codingbridge.sock" }
 
     /// Creates the state directory (and parents) 0700, or tightens an
     /// existing one we own to 0700: the socket's directory is what keeps

@@ -234,7 +234,7 @@ private func lines(_ s: String) -> [JSON] { s.split(separator: "\n").compactMap 
             Issue.record("listen did not fail")
         } catch let e as ListenError {
             #expect(e.kind == .pathTooLong)
-            #expect(e.description.contains("at most \(RPCListener.maxPathBytes)"))
+            #expect(e.description.contains("at most \(UnixSocket.maxPathBytes)"))
         }
     }
 }
