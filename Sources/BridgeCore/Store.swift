@@ -194,6 +194,13 @@ public final class Store {
         cb_store_request_turn_end(handle)
     }
 
+    /// Runs `body` after this turn's commit and the next one, so what is
+    /// written right after this turn's commit (the engine's snapshots) is
+    /// durable too; with the first error of either.
+    public func afterFollowingCommit(_ body: @escaping (StoreError?) -> Void) {
+        afterCommit { [unowned self] e1 in self.afterCommit { e2 in body(e1 ?? e2) } }
+    }
+
     /// Commits and runs the waiting `afterCommit` callbacks (what the loop
     /// hook does at the end of a turn; tests without a loop call it).
     public func flush() { turnEnded(cb_store_commit(handle)) }

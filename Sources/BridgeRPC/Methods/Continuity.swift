@@ -27,7 +27,7 @@ extension MethodTable {
         // Two turn ends: the snapshot of this turn is written right after
         // its commit (coalesced per session) and committed by the next one.
         syncReplyDeferral = (continuityDurableMethods, { body in
-            store.afterCommit { _ in store.afterCommit { _ in body() } }
+            store.afterFollowingCommit { _ in body() }
         })
     }
 
@@ -151,7 +151,7 @@ extension MethodTable {
         /// Runs `body` once this turn's writes are durable (now, if there are none).
         func afterDurable(_ body: @escaping (StoreError?) -> Void) {
             if ephemeral { return body(nil) }
-            store.afterCommit { e1 in store.afterCommit { e2 in body(e1 ?? e2) } }
+            store.afterFollowingCommit(body)
         }
 
         // MARK: decisions (offline: queued)

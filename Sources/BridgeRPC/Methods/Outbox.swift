@@ -218,8 +218,10 @@ extension MethodTable {
 
         /// Replies once the turn's writes are committed; `result` runs after
         /// the commit too (reads see only durable state).
-        func afterCommit(_ reply: @escaping RPCReply, _ result: @escaping () throws -> JSON) {
-            store.afterCommit { err in
+        /// `andSnapshot`: also wait for the commit of the engine snapshot
+        /// written after this turn's (see Continuity.swift).
+        func afterCommit(_ reply: @escaping RPCReply, andSnapshot: Bool = false, _ result: @escaping () throws -> JSON) {
+            (andSnapshot ? store.afterFollowingCommit : store.afterCommit) { err in
                 if let err { return reply(.failure(StoreRPCError.from(err))) }
                 do { reply(.success(try result())) } catch { reply(.failure(StoreRPCError.from(error))) }
             }
@@ -269,24 +271,14 @@ extension MethodTable {
             // if that changed the session, the reply also waits for the
             // commit of its snapshot (written after this turn's commit).
             let changed = !r.existed && !env.engine.apply(.userMessage(sessionId: sessionId, deviceId: device)).effects.isEmpty
-            func answer() {
-                afterCommit(reply) {
-                    guard let m = try store.message(id: r.id) else { throw RPCError.internalError("message \(r.id) vanished") }
-                    if r.existed && (m.sessionId != sessionId || m.payload["text"]?.stringValue != text) {
-                        throw RPCError.application(StoreRPCError.idempotencyConflict, "Idempotency key reused for a different message",
-                                                   data: ["idempotencyKey": .string(key ?? ""), "id": .int(m.id),
-                                                          "reason": "a message with this key but another session or text was already accepted"])
-                    }
-                    return ["id": .int(r.id), "status": .string(m.status.rawValue), "duplicate": .bool(r.existed)]
+            afterCommit(reply, andSnapshot: changed) {
+                guard let m = try store.message(id: r.id) else { throw RPCError.internalError("message \(r.id) vanished") }
+                if r.existed && (m.sessionId != sessionId || m.payload["text"]?.stringValue != text) {
+                    throw RPCError.application(StoreRPCError.idempotencyConflict, "Idempotency key reused for a different message",
+                                               data: ["idempotencyKey": .string(key ?? ""), "id": .int(m.id),
+                                                      "reason": "a message with this key but another session or text was already accepted"])
                 }
-            }
-            if changed {
-                // The first commit holds the message: its failure is the reply.
-                store.afterCommit { err in
-                    if let err { reply(.failure(StoreRPCError.from(err))) } else { answer() }
-                }
-            } else {
-                answer()
+                return ["id": .int(r.id), "status": .string(m.status.rawValue), "duplicate": .bool(r.existed)]
             }
         }
 
