@@ -82,4 +82,8 @@ cb_conn_t *cb_conn__new(cb_rpc_t *rpc, const cb_conn_ops_t *ops);
  * of what is left (counted in c->inflight until cb_conn__written). */
 struct uv_stream_s;
 int cb_conn__write_stream(cb_conn_t *c, struct uv_stream_s *st);
+/* A libuv read buffer in the framer's free space: at least `want` bytes
+ * reserved, at most `max` offered; empty when out of memory. */
+struct uv_buf_t;
+void cb_conn__read_buffer(cb_conn_t *c, size_t want, size_t max, struct uv_buf_t *buf);
 #endif

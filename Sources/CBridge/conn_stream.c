@@ -1,5 +1,5 @@
-/* Writing a connection's output to a libuv stream (the stdio pipe and the
- * socket transports share it). */
+/* A connection over a libuv stream: the read buffer and the writer the
+ * stdio pipe and the socket transports share. */
 #include "cb_conn.h"
 #include "cb_error.h"
 #include <stdlib.h>
@@ -21,6 +21,14 @@ static void on_written(uv_write_t *req, int status) {
     free(w->base);
     free(w);
     cb_conn__written(c, n, status);
+}
+
+void cb_conn__read_buffer(cb_conn_t *c, size_t want, size_t max, uv_buf_t *buf) {
+    char *p;
+    size_t n;
+    /* No memory: an empty buffer makes libuv report UV_ENOBUFS. */
+    if (cb_framer_reserve(&c->in, want, &p, &n)) { *buf = uv_buf_init(NULL, 0); return; }
+    *buf = uv_buf_init(p, (unsigned)(n > max ? max : n));
 }
 
 int cb_conn__write_stream(cb_conn_t *c, uv_stream_t *st) {

@@ -39,10 +39,7 @@ static sock_t *S(cb_conn_t *c) { return c->transport; }
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     (void)suggested;
     sock_t *s = h->data;
-    char *p;
-    size_t n;
-    if (cb_framer_reserve(&s->c->in, CB_SOCK_READ_CHUNK, &p, &n)) { *buf = uv_buf_init(NULL, 0); return; }
-    *buf = uv_buf_init(p, (unsigned)(n > CB_SOCK_READ_CHUNK ? CB_SOCK_READ_CHUNK : n));
+    cb_conn__read_buffer(s->c, CB_SOCK_READ_CHUNK, CB_SOCK_READ_CHUNK, buf);
 }
 
 static void on_idle(uv_idle_t *h);

@@ -35,15 +35,17 @@ typedef struct {
 
 static stdio_t *S(cb_conn_t *c) { return c->transport; }
 
+/* Reads take whatever room the framer has, at least 64 KiB; a read or write
+ * buffer is at most what one libuv buffer (unsigned int length) describes. */
+#define STDIO_READ_CHUNK 65536
+#define STDIO_BUF_MAX 0x7fffffff
+
 /* ---- input ---- */
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     (void)suggested;
     stdio_t *s = h->data;
-    char *p;
-    size_t n;
-    if (cb_framer_reserve(&s->c->in, 65536, &p, &n)) { *buf = uv_buf_init(NULL, 0); return; }
-    *buf = uv_buf_init(p, (unsigned)(n > 0x7fffffff ? 0x7fffffff : n));
+    cb_conn__read_buffer(s->c, STDIO_READ_CHUNK, STDIO_BUF_MAX, buf);
 }
 
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
@@ -81,10 +83,9 @@ static void on_fs_read(uv_fs_t *req) {
 
 static void fs_read_next(stdio_t *s) {
     if (s->read_inflight || s->c->closing) return;
-    char *p;
-    size_t n;
-    if (cb_framer_reserve(&s->c->in, 65536, &p, &n)) { cb_conn__input_eof(s->c); return; }
-    uv_buf_t b = uv_buf_init(p, (unsigned)(n > 0x7fffffff ? 0x7fffffff : n));
+    uv_buf_t b;
+    cb_conn__read_buffer(s->c, STDIO_READ_CHUNK, STDIO_BUF_MAX, &b);
+    if (!b.len) { cb_conn__input_eof(s->c); return; } /* out of memory */
     s->in_req.data = s;
     s->read_inflight = 1;
     int rc = uv_fs_read(s->loop, &s->in_req, s->in_fd, &b, 1, -1, on_fs_read);
@@ -124,8 +125,8 @@ static int write_out(cb_conn_t *c) {
         size_t off = 0;
         while (off < c->out.len) {
             uv_fs_t req;
-            uv_buf_t b = uv_buf_init(c->out.p + off, (unsigned)(c->out.len - off > 0x7fffffff
-                                                                    ? 0x7fffffff : c->out.len - off));
+            uv_buf_t b = uv_buf_init(c->out.p + off, (unsigned)(c->out.len - off > STDIO_BUF_MAX
+                                                                    ? STDIO_BUF_MAX : c->out.len - off));
             int n = uv_fs_write(s->loop, &req, s->out_fd, &b, 1, -1, NULL);
             uv_fs_req_cleanup(&req);
             if (n == UV_EINTR || n == UV_EAGAIN) continue;
