@@ -94,7 +94,11 @@ extension Engine {
     /// Schedules retry `attempt + 1`.
     mutating func scheduleRetry(now: Millis) {
         guard let since = state.connection.offlineSince else { return }
-        let at = now + Engine.reconnectDelayMs(attempt: state.connection.attempt + 1, since: since)
+        armRetry(at: now + Engine.reconnectDelayMs(attempt: state.connection.attempt + 1, since: since))
+    }
+
+    /// The next retry comes due at `at` (only the latest armed one fires).
+    mutating func armRetry(at: Millis) {
         state.connection.nextRetryAt = at
         state.deadlines.push(at, .connectionRetry)
     }

@@ -282,8 +282,7 @@ extension Engine {
             // attempt limit ("Connection Lost" in the foreground) still counts
             // the attempts made before the restart.
             if let at = state.connection.nextRetryAt {
-                state.connection.nextRetryAt = max(now, at)
-                state.deadlines.push(max(now, at), .connectionRetry)
+                armRetry(at: max(now, at))
             } else {
                 scheduleRetry(now: now)
             }

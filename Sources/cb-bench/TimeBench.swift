@@ -187,7 +187,7 @@ struct TimeBench: ParsableCommand {
                                 Double(rss1 - rss0) / 1e6, n))
     }
 
-    // MARK: - fire lateness while the loop serves a pipe echo
+    // MARK: - fire lateness while the loop serves JSON-RPC
 
     /// Lateness on this machine is dominated by the host: it is a VM whose
     /// vCPUs are sometimes not running at all ("steal" in /proc/stat), and a
@@ -218,7 +218,7 @@ struct TimeBench: ParsableCommand {
                 let r = try lateness(useScheduler: useScheduler)
                 if useScheduler { ours.append(r) } else { theirs.append(r) }
                 print(pad("\(trial). \(name)", 42) + String(format: "%6.3f   %6.3f   %6.3f  %5d  %12.0f  %13.0f",
-                                                          r.p50, r.p99, r.max, r.early, r.echoPerSecond, r.stealMs))
+                                                          r.p50, r.p99, r.max, r.early, r.callsPerSecond, r.stealMs))
             }
         }
         func median(_ xs: [Double]) -> Double { let s = xs.sorted(); return s[s.count / 2] }
@@ -238,7 +238,7 @@ struct TimeBench: ParsableCommand {
         print("\"early\" = fired before the requested delay had passed in real time; host steal = time the VM's vCPUs were not running during the trial (/proc/stat).")
     }
 
-    struct Lateness { var p50, p99, max: Double; var early: Int; var echoPerSecond: Double; var stealMs: Double }
+    struct Lateness { var p50, p99, max: Double; var early: Int; var callsPerSecond: Double; var stealMs: Double }
 
     func lateness(useScheduler: Bool) throws -> Lateness {
         // A real server on the loop: socket listener, framing, jansson and
@@ -256,7 +256,7 @@ struct TimeBench: ParsableCommand {
         try server.listen(unixPath: dir + "/s.sock")
         let n = lateness
         var rng = SplitMix64(seed: 99)
-        let echo = RPCClientThread(path: dir + "/s.sock", pauseUs: echoPauseUs)
+        let client = RPCClientThread(path: dir + "/s.sock", pauseUs: echoPauseUs)
         lateState = LateState(n: n)
 
         // Background: many pending far-future timeouts in the same structure.
@@ -277,11 +277,11 @@ struct TimeBench: ParsableCommand {
             }
             uvTimers = timers
         }
-        try echo.start { loop.runOnce() }
+        try client.start { loop.runOnce() }
         // Let the client reach a steady state before scheduling.
         let warm = uv_hrtime()
         while uv_hrtime() - warm < 100_000_000 { uv_run(loop.uv, UV_RUN_ONCE) }
-        let echoStart = echo.roundTrips
+        let callsStart = client.roundTrips
 
         uv_update_time(loop.uv)
         let steal0 = hostStealMs(cpu: pinnedCPU)
@@ -300,9 +300,9 @@ struct TimeBench: ParsableCommand {
         }
         while lateState.fired < n { uv_run(loop.uv, UV_RUN_ONCE) }
         let elapsed = Double(uv_hrtime() - t0) / 1e9
-        let echoPerSecond = Double(echo.roundTrips - echoStart) / elapsed
+        let callsPerSecond = Double(client.roundTrips - callsStart) / elapsed
         let stolen = hostStealMs(cpu: pinnedCPU) - steal0
-        echo.stop()
+        client.stop()
         scheduler = nil
         if let timers = uvTimers {
             for i in 0..<(background + n) {
@@ -313,7 +313,7 @@ struct TimeBench: ParsableCommand {
         }
         let lat = lateState.lateness.map { Double($0) / 1e6 }.sorted()
         return Lateness(p50: lat[lat.count / 2], p99: lat[min(lat.count - 1, lat.count * 99 / 100)],
-                        max: lat.last!, early: lat.filter { $0 < 0 }.count, echoPerSecond: echoPerSecond,
+                        max: lat.last!, early: lat.filter { $0 < 0 }.count, callsPerSecond: callsPerSecond,
                         stealMs: stolen)
     }
 
