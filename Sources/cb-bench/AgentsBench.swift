@@ -29,9 +29,8 @@ struct AgentsBench: ParsableCommand {
         print("")
         throughput()
         print("")
-        let bin = (binDir ?? RPCBench.ownDirectory()) + "/codingbridge"
-        guard access(bin, X_OK) == 0 else {
-            print("hook wall time: skipped, \(bin) not found (swift build -c release, or --bin-dir)")
+        guard let bin = BenchBinary.find("codingbridge", binDir: binDir) else {
+            print("hook wall time: skipped, codingbridge not found (swift build -c release, or --bin-dir)")
             return
         }
         try hookWallTime(bin)

@@ -42,3 +42,26 @@ struct ChildPipes {
         close(fromChild)
     }
 }
+
+/// The binaries the benchmarks run: built next to cb-bench (or in --bin-dir).
+enum BenchBinary {
+    /// The directory cb-bench itself was started from.
+    static func ownDirectory() -> String {
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        return (exe as NSString).deletingLastPathComponent
+    }
+
+    /// `name` in `binDir`, else next to cb-bench; nil when it is not there.
+    static func find(_ name: String, binDir: String?) -> String? {
+        let p = (binDir ?? ownDirectory()) + "/" + name
+        return access(p, X_OK) == 0 ? p : nil
+    }
+
+    /// Like `find`, for a benchmark that cannot run without it.
+    static func require(_ name: String, binDir: String?) throws -> String {
+        guard let p = find(name, binDir: binDir) else {
+            throw ValidationError("\((binDir ?? ownDirectory()) + "/" + name) not found: run `swift build -c release` first (or pass --bin-dir)")
+        }
+        return p
+    }
+}

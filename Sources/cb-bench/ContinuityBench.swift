@@ -22,10 +22,7 @@ struct ContinuityBench: ParsableCommand {
     @Option(help: "Directory holding codingbridge (default: next to cb-bench).") var binDir: String?
 
     func run() throws {
-        let server = (binDir ?? RPCBench.ownDirectory()) + "/codingbridge"
-        guard access(server, X_OK) == 0 else {
-            throw ValidationError("\(server) not found: run `swift build -c release` first (or pass --bin-dir)")
-        }
+        let server = try BenchBinary.require("codingbridge", binDir: binDir)
         let tmp = FileManager.default.temporaryDirectory.appendingPathComponent("cb-bench-continuity-\(getpid())").path
         defer { try? FileManager.default.removeItem(atPath: tmp) }
         print("cb-bench continuity: \(server)")

@@ -26,10 +26,7 @@ struct EngineBench: ParsableCommand {
     @Option(help: "Directory holding codingbridge (default: next to cb-bench).") var binDir: String?
 
     func run() throws {
-        let server = (binDir ?? RPCBench.ownDirectory()) + "/codingbridge"
-        guard access(server, X_OK) == 0 else {
-            throw ValidationError("\(server) not found: run `swift build -c release` first (or pass --bin-dir)")
-        }
+        let server = try BenchBinary.require("codingbridge", binDir: binDir)
         print("cb-bench engine: \(server) serve --ephemeral --manual-clock")
         print("")
         try latency(server)

@@ -21,8 +21,7 @@ struct ListenBench: ParsableCommand {
 
     func run() throws {
         signal(SIGPIPE, SIG_IGN) // a closed socket must be an error, not the end of the benchmark
-        let server = (binDir ?? RPCBench.ownDirectory()) + "/codingbridge"
-        guard access(server, X_OK) == 0 else { throw ValidationError("\(server) not found: run `swift build -c release` first") }
+        let server = try BenchBinary.require("codingbridge", binDir: binDir)
         var lim = rlimit()
         getrlimit(Int32(RLIMIT_NOFILE.rawValue), &lim)
         if lim.rlim_cur < lim.rlim_max { lim.rlim_cur = lim.rlim_max; setrlimit(Int32(RLIMIT_NOFILE.rawValue), &lim) }

@@ -21,12 +21,8 @@ struct RPCBench: ParsableCommand {
     var binDir: String?
 
     func run() throws {
-        let dir = binDir ?? Self.ownDirectory()
-        let server = dir + "/codingbridge"
-        let echo = dir + "/cb-echo-baseline"
-        for p in [server, echo] where access(p, X_OK) != 0 {
-            throw ValidationError("\(p) not found: run `swift build -c release` first (or pass --bin-dir)")
-        }
+        let server = try BenchBinary.require("codingbridge", binDir: binDir)
+        let echo = try BenchBinary.require("cb-echo-baseline", binDir: binDir)
         print("cb-bench rpc: \(requests) pipelined requests, \(sequential) sequential round trips per run")
         print("  server:   \(server) serve --ephemeral")
         print("  baseline: \(echo) (jansson parse + build + dump per line, one write per read)")
@@ -90,13 +86,6 @@ struct RPCBench: ParsableCommand {
                      pingRow.rps, pingRow.rps >= 200_000 ? "met" : "NOT met",
                      pingRow.rps / base.rps, pingRow.rps / base.rps >= 0.65 ? "met" : "NOT met",
                      pingRow.p50, pingRow.p50 <= 20 ? "met" : "NOT met"))
-    }
-
-    static func ownDirectory() -> String {
-        var buf = [CChar](repeating: 0, count: 4096)
-        let n = readlink("/proc/self/exe", &buf, buf.count - 1)
-        let path = n > 0 ? String(cString: buf) : CommandLine.arguments[0]
-        return (path as NSString).deletingLastPathComponent
     }
 }
 

@@ -166,14 +166,13 @@ struct StoreBench: ParsableCommand {
         print("")
 
         // 4. End to end: pipelined message.send through `codingbridge serve --state-dir`.
-        let bin = (binDir ?? Self.ownDirectory()) + "/codingbridge"
-        if access(bin, X_OK) == 0 {
+        if let bin = BenchBinary.find("codingbridge", binDir: binDir) {
             let n = 50_000
             let rate = try endToEnd(bin: bin, dir: root + "/e2e", count: n)
             print("End to end over a pipe (answered only after the commit)")
             print(row("message.send pipelined, \(n) msgs", String(format: "%10.0f msgs/s", rate), "codingbridge serve --state-dir"))
         } else {
-            print("(end-to-end run skipped: \(bin) not found)")
+            print("(end-to-end run skipped: codingbridge not found)")
         }
     }
 
@@ -190,11 +189,6 @@ struct StoreBench: ParsableCommand {
         var ts = timespec()
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
         return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
-
-    static func ownDirectory() -> String {
-        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-        return (exe as NSString).deletingLastPathComponent
     }
 
     func row(_ name: String, _ value: String, _ note: String) -> String {
