@@ -89,6 +89,77 @@ def _schema_with_components(schema):
     return s
 
 
+# Server->client notifications and the spec schema of their params.
+NOTIFICATION_SCHEMAS = {
+    "notification.post": "NotificationPostParams",
+    "notification.clear": "NotificationClearParams",
+    "banner.show": "BannerShowParams",
+    "activity.start": "ActivityContent",
+    "activity.update": "ActivityContent",
+    "activity.end": "ActivityContent",
+    "badge.update": "BadgeUpdateParams",
+    "approval.resolved": "ApprovalResolvedParams",
+    "question.answered": "QuestionAnsweredParams",
+    "session.changed": "SessionChangedParams",
+    "connection.retry": "ConnectionRetryParams",
+    "background.end": "BackgroundEndParams",
+    "outbox.deliver": "OutboxDeliverParams",
+    "outbox.undeliverable": "OutboxUndeliverableParams",
+}
+
+
+def validate_notification(method, params):
+    """Checks a notification's params against its schema (the method must be in
+    NOTIFICATION_SCHEMAS); returns the params."""
+    name = NOTIFICATION_SCHEMAS[method]
+    try:
+        jsonschema.validate(params, _schema_with_components({"$ref": f"#/components/schemas/{name}"}))
+    except jsonschema.ValidationError as e:
+        pytest.fail(f"{method} params do not match {name}: {e.message}\n{params}")
+    return params
+
+
+class Steps:
+    """A client plus a cursor over its notifications: each step returns the
+    notifications it caused, each checked against the spec."""
+
+    def __init__(self, client):
+        self.c = client
+        self.mark = len(client.notifications)
+
+    def since(self):
+        notes = self.c.notifications[self.mark:]
+        self.mark = len(self.c.notifications)
+        for n in notes:
+            if n["method"] in NOTIFICATION_SCHEMAS:
+                validate_notification(n["method"], n["params"])
+        return notes
+
+    def req(self, method, params=None):
+        r = self.c.request(method, params)
+        return r, self.since()
+
+    def ev(self, sid, type_, **kw):
+        p = {"sessionId": sid, "type": type_, "projectName": kw.pop("projectName", "MyApp"),
+             "projectPath": kw.pop("projectPath", "~/code/MyApp")}
+        p.update(kw)
+        return self.req("agent.event", p)
+
+    def advance(self, ms):
+        return self.req("debug.advanceClock", {"ms": ms})
+
+    def app(self, **kw):
+        return self.req("app.update", kw)
+
+    def respond(self, rid, decision, **kw):
+        return self.req("approval.respond", dict(requestId=rid, decision=decision, **kw))
+
+
+def only(notes, method):
+    """The params of the notifications of one method."""
+    return [n["params"] for n in notes if n["method"] == method]
+
+
 def validate_result(method, result):
     """Fails the test if `result` does not match `method`'s result schema."""
     m = _method(method)

@@ -242,7 +242,6 @@ def test_writer_that_never_reads_keeps_memory_bounded():
         assert rss < 80 * 1024, f"server RSS {rss} KiB while the peer does not read"
         # now read everything: all accepted requests are answered
         got = 0
-        buf = b""
         p.stdout.read(0)
         deadline = time.time() + 60
         t_done = False

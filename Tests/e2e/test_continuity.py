@@ -8,66 +8,18 @@ their params schemas.
 Clocks: `--manual-clock` starts at 2026-01-01T00:00Z on every start, so a
 restart *before* an approval's deadline restarts with --manual-clock again,
 and a restart *after* it uses the real clock (later than 2026-01-01)."""
-import jsonschema
 import pytest
 
-from conftest import _schema_with_components, validate_result
-
-NOTE_SCHEMAS = {
-    "notification.post": "NotificationPostParams",
-    "notification.clear": "NotificationClearParams",
-    "banner.show": "BannerShowParams",
-    "approval.resolved": "ApprovalResolvedParams",
-    "connection.retry": "ConnectionRetryParams",
-    "outbox.deliver": "OutboxDeliverParams",
-    "background.end": "BackgroundEndParams",
-    "activity.start": "ActivityContent",
-    "activity.update": "ActivityContent",
-    "activity.end": "ActivityContent",
-}
+from conftest import Steps, only, validate_result
 
 BASH = {"toolName": "Bash", "input": {"command": "npm test"}}
-
-
-class C:
-    """A client with a cursor over its notifications (each step returns what it caused)."""
-
-    def __init__(self, client):
-        self.c = client
-        self.mark = len(client.notifications)
-
-    def since(self):
-        notes = self.c.notifications[self.mark:]
-        self.mark = len(self.c.notifications)
-        for n in notes:
-            name = NOTE_SCHEMAS.get(n["method"])
-            if name:
-                jsonschema.validate(n["params"], _schema_with_components({"$ref": f"#/components/schemas/{name}"}))
-        return notes
-
-    def req(self, method, params=None):
-        r = self.c.request(method, params)
-        return r, self.since()
-
-    def ev(self, sid, type_, **kw):
-        p = {"sessionId": sid, "type": type_, "projectName": "MyApp", "projectPath": "~/code/MyApp"}
-        p.update(kw)
-        return self.req("agent.event", p)
-
-    def advance(self, ms):
-        return self.req("debug.advanceClock", {"ms": ms})
-
-
-def only(notes, method):
-    return [n["params"] for n in notes if n["method"] == method]
-
 
 def start(spawn, state, manual=True):
     args = ["--state-dir", state] + (["--manual-clock"] if manual else [])
     c = spawn(*args, initialize=False)
     init = c.initialize(clientInfo={"name": "pytest"})
     validate_result("initialize", init)
-    return C(c), init["recovered"]
+    return Steps(c), init["recovered"]
 
 
 def kill9(c):

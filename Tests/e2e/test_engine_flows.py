@@ -3,70 +3,11 @@ five PRD user flows, approval timing, double answers, privacy, foreground vs
 background, two sessions and the one Live Activity. Every result is checked
 against rpc-spec/openrpc.json, every server->client notification against its
 params schema."""
-import jsonschema
 import pytest
 
-from conftest import RPCFailure, _schema_with_components, spec
-
-NOTE_SCHEMAS = {
-    "notification.post": "NotificationPostParams",
-    "notification.clear": "NotificationClearParams",
-    "banner.show": "BannerShowParams",
-    "activity.start": "ActivityContent",
-    "activity.update": "ActivityContent",
-    "activity.end": "ActivityContent",
-    "badge.update": "BadgeUpdateParams",
-    "approval.resolved": "ApprovalResolvedParams",
-    "question.answered": "QuestionAnsweredParams",
-    "session.changed": "SessionChangedParams",
-}
+from conftest import RPCFailure, Steps, only
 
 SECRET = "sk-ant-api03-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0U1v2W3x4Y5z6" + "AA"
-
-
-class Flow:
-    """A client plus bookkeeping: each step returns the notifications it caused."""
-
-    def __init__(self, client):
-        self.c = client
-        self.mark = len(client.notifications)
-
-    def _since(self):
-        notes = self.c.notifications[self.mark:]
-        self.mark = len(self.c.notifications)
-        for n in notes:
-            name = NOTE_SCHEMAS.get(n["method"])
-            if name:
-                schema = _schema_with_components({"$ref": f"#/components/schemas/{name}"})
-                try:
-                    jsonschema.validate(n["params"], schema)
-                except jsonschema.ValidationError as e:
-                    pytest.fail(f"{n['method']} params do not match {name}: {e.message}\n{n['params']}")
-        return notes
-
-    def req(self, method, params=None):
-        r = self.c.request(method, params)
-        return r, self._since()
-
-    def ev(self, sid, type_, **kw):
-        p = {"sessionId": sid, "type": type_, "projectName": kw.pop("projectName", "MyApp"),
-             "projectPath": kw.pop("projectPath", "~/code/MyApp")}
-        p.update(kw)
-        return self.req("agent.event", p)
-
-    def advance(self, ms):
-        return self.req("debug.advanceClock", {"ms": ms})
-
-    def app(self, **kw):
-        return self.req("app.update", kw)
-
-    def respond(self, rid, decision, **kw):
-        return self.req("approval.respond", dict(requestId=rid, decision=decision, **kw))
-
-
-def only(notes, method):
-    return [n["params"] for n in notes if n["method"] == method]
-
 
 def methods(notes):
     return [n["method"] for n in notes]
@@ -74,7 +15,7 @@ def methods(notes):
 
 @pytest.fixture
 def flow(server):
-    return Flow(server)
+    return Steps(server)
 
 
 BASH_NPM_TEST = {"toolName": "Bash", "input": {"command": "npm test"}}
@@ -417,7 +358,7 @@ def test_settings_timeout_and_locale_apply(flow):
 
 
 def test_lsp_framing_flow(lsp_server):
-    f = Flow(lsp_server)
+    f = Steps(lsp_server)
     f.app(phase="background")
     f.ev("s1", "task_started")
     _, n = f.ev("s1", "approval_request", requestId="r1", **BASH_NPM_TEST)

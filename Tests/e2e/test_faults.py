@@ -8,13 +8,10 @@ a real size-limited file system), read-only state dir at startup
 during a message.send flood (test_store_crash.py).
 
 FAULT_ROUNDS (default 12) and FAULT_SEED (default random, printed) reproduce a run."""
-import json
 import os
 import random
 import signal
 import time
-
-import pytest
 
 ROUNDS = int(os.environ.get("FAULT_ROUNDS", "12"))
 

@@ -19,9 +19,7 @@ import time
 
 import pytest
 
-import jsonschema
-
-from conftest import binary, spec, validate_result
+from conftest import binary, validate_notification, validate_result
 
 SID = "3c9b7e21-5a0f-4d6e-8b1c-7f2a9e4d6b08"
 CWD = "/home/dev/payments"
@@ -440,17 +438,9 @@ def test_two_waiting_hooks_get_their_own_decisions(srv):
 
 # ------------------------------------------------ the hook killed while waiting
 
-NOTE_SCHEMAS = {"approval.resolved": "ApprovalResolvedParams", "notification.clear": "NotificationClearParams",
-                "badge.update": "BadgeUpdateParams", "notification.post": "NotificationPostParams",
-                "banner.show": "BannerShowParams"}
-
-
 def notes_since(srv, n, method):
     """Params of `method` notifications the phone got after the n-th, each checked against the spec."""
-    out = [m["params"] for m in srv.notes[n:] if m["method"] == method]
-    for p in out:
-        jsonschema.validate(p, {"$ref": f"#/components/schemas/{NOTE_SCHEMAS[method]}", "components": spec()["components"]})
-    return out
+    return [validate_notification(method, m["params"]) for m in srv.notes[n:] if m["method"] == method]
 
 
 def test_killed_hook_cancels_its_permission_request(srv):

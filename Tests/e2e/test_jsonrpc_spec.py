@@ -152,7 +152,6 @@ def test_errors_are_well_formed(server):
 
 
 def test_rpc_discover_is_exactly_the_spec_file(raw_server):
-    import os
     from conftest import SPEC_PATH
     with open(SPEC_PATH, encoding="utf-8") as f:
         on_disk = json.load(f)

@@ -105,7 +105,6 @@ def _stuffed_server():
     p = subprocess.Popen([conftest_binary(), "serve", "--ephemeral"], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
     import os
-    import threading
     os.set_blocking(p.stdin.fileno(), False)
     req = b'{"jsonrpc":"2.0","id":1,"method":"rpc.discover"}\n' * 100
     import time

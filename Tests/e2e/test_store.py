@@ -1,22 +1,13 @@
 """The durable store over JSON-RPC: message.send, outbox.*, draft.*,
 connection.update and the outbox.deliver / outbox.undeliverable notifications,
 plus state-directory faults at startup. Results are validated against the spec."""
-import json
 import os
 import stat
 import subprocess
 
-import jsonschema
 import pytest
 
-from conftest import RPCFailure, binary, spec
-
-
-def validate_notification(method, params):
-    name = {"outbox.deliver": "OutboxDeliverParams", "outbox.undeliverable": "OutboxUndeliverableParams"}[method]
-    schema = {"$ref": f"#/components/schemas/{name}", "components": spec()["components"]}
-    jsonschema.validate(params, schema)
-    return params
+from conftest import RPCFailure, binary, validate_notification
 
 
 def deliver(c, timeout=5, predicate=None):
