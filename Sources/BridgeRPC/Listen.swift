@@ -170,16 +170,10 @@ extension RPCServer {
             switch client.phase {
             case .awaitingInitialize: return notInitialized(call)
             case .shuttingDown, .stopped:
-                call.responder?.error(code: RPCError.invalidRequestCode, message: "Invalid Request",
-                                      data: ["reason": "this client sent shutdown", "method": .string(call.method)])
-                return
+                return invalidRequest(call, "this client sent shutdown")
             case .running: break
             }
-            if stopping {
-                call.responder?.error(code: RPCError.invalidRequestCode, message: "Invalid Request",
-                                      data: ["reason": "the server is shutting down", "method": .string(call.method)])
-                return
-            }
+            if stopping { return invalidRequest(call, "the server is shutting down") }
             dispatch(call)
         }
     }

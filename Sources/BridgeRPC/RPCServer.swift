@@ -146,13 +146,17 @@ public final class RPCServer {
             switch phase {
             case .awaitingInitialize: return notInitialized(call)
             case .shuttingDown, .stopped:
-                call.responder?.error(code: RPCError.invalidRequestCode, message: "Invalid Request",
-                                      data: ["reason": "the server is shutting down", "method": .string(call.method)])
-                return
+                return invalidRequest(call, "the server is shutting down")
             case .running: break
             }
             dispatch(call)
         }
+    }
+
+    /// -32600 for a call the lifecycle does not allow now.
+    func invalidRequest(_ call: RPCCall, _ reason: String) {
+        call.responder?.error(code: RPCError.invalidRequestCode, message: "Invalid Request",
+                              data: ["reason": .string(reason), "method": .string(call.method)])
     }
 
     func notInitialized(_ call: RPCCall) {
