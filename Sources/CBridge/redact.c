@@ -407,7 +407,14 @@ static int match_at(struct call *c, size_t ri, size_t start, size_t *next, pcre2
     }
     PCRE2_SIZE *ov = pcre2_get_ovector_pointer(c->md);
     size_t ms = ov[0], me = ov[1], s = ms, e = me;
-    if (r->has_group && rc > 1 && ov[2] != PCRE2_UNSET) { s = ov[2]; e = ov[3]; }
+    /* The secret is group 1 when it is set inside the match. PCRE2 can
+     * report a group outside it (\K, lookarounds, and a possessive group's
+     * capture left over from an abandoned start: "(a)*+$"), and then the
+     * whole match stands. */
+    if (r->has_group && rc > 1 && ov[2] != PCRE2_UNSET && ms <= ov[2] && ov[2] <= ov[3] && ov[3] <= me) {
+        s = ov[2];
+        e = ov[3];
+    }
     *next = me > ms ? me : me + 1;
     if (e == s || !gate_ok(r->gate, c->u + s, e - s, c->u + c->n)) return 0;
     return push(c, (uint32_t)ri, 0, s, e, ms, me);

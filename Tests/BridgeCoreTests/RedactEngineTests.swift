@@ -176,6 +176,20 @@ struct RedactEngineTests {
         #expect(only.redact("ghp_" + Fake.s(Fake.alnum, 36)).findings.isEmpty)
     }
 
+    @Test("a group PCRE2 reports outside the whole match is ignored: the finding stays inside what matched")
+    func groupOutsideMatch() throws {
+        // "(a)*+$" matches empty at the end, yet PCRE2 leaves group 1 on the
+        // "a" of an abandoned start (found by the redact fuzzer).
+        let red = try Redactor(customRules: [RedactionRuleSpec(id: "g", pattern: "(a)*+$")], includeBuiltIns: false)
+        let out = red.redact("(~\u{6}(a)*+$(\u{0}\u{0}/\u{0}\u{0}/")
+        #expect(out.findings.isEmpty)
+        #expect(out.text == "(~\u{6}(a)*+$(\u{0}\u{0}/\u{0}\u{0}/")
+        // A group in a lookbehind lies before the match: the match, not the
+        // name, is what gets hidden.
+        let behind = try Redactor(customRules: [RedactionRuleSpec(id: "k", pattern: "(?<=(key)=)x+")], includeBuiltIns: false)
+        #expect(behind.redact("key=xx", labels: true).text == "key=[REDACTED:k]")
+    }
+
     @Test("lock screen: generic text with details off; with details on at most 200 characters, cut between characters")
     func lockScreen() {
         let secret = "ghp_" + Fake.s(Fake.alnum, 36)
