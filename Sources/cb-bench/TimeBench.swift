@@ -48,12 +48,13 @@ struct TimeBench: ParsableCommand {
         }
         var rows: [Row] = []
         rows.append(best { benchCTokens(delays, order) })
+        rows.append(best { benchCChurn(delays, order) })
         rows.append(best { benchSwiftTokens(delays, order) })
         rows.append(best { benchSwiftClosures(delays, order) })
         rows.append(best { benchUVTimers(delays, order) })
         rows.append(benchDispatch(Array(delays.prefix(dispatchCount))))
 
-        let base = rows[3]
+        let base = rows[4]
         func pad(_ s: String, _ n: Int) -> String { s.count >= n ? s : s + String(repeating: " ", count: n - s.count) }
         print(pad("", 44) + "schedule M/s   vs uv   cancel M/s   vs uv   bytes/pending")
         for r in rows {
@@ -89,6 +90,31 @@ struct TimeBench: ParsableCommand {
         cb_timeouts_close(t)
         return Row(name: "cb_timeouts (C, token per timeout)", schedule: Double(delays.count) / s,
                    cancel: Double(delays.count) / c, bytes: bytes, note: "heap+slots incl. growth slack")
+    }
+
+    /// The count held steady: each step cancels a random pending timeout and
+    /// schedules a new one, so both run with the full count pending and the
+    /// heap fills with tombstones. Bytes per pending timeout after `count` steps.
+    func benchCChurn(_ delays: [UInt64], _ order: [Int]) -> Row {
+        var t: OpaquePointer?
+        let loop = EventLoop()
+        precondition(cb_timeouts_new(loop.uv, CB_CLOCK_SYSTEM, &t) == 0)
+        let fn: cb_timeout_fn = { _, _, _ in }
+        var ids = [cb_timeout_id](repeating: 0, count: delays.count)
+        for i in 0..<delays.count { _ = cb_timeouts_schedule(t, delays[i], fn, nil, &ids[i]) }
+        var sched = 0.0, canc = 0.0
+        ids.withUnsafeMutableBufferPointer { ids in
+            for chunk in stride(from: 0, to: order.count, by: 65_536) {
+                let part = order[chunk..<min(chunk + 65_536, order.count)]
+                canc += seconds { for i in part { _ = cb_timeouts_cancel(t, ids[i]) } }
+                sched += seconds { for i in part { _ = cb_timeouts_schedule(t, delays[(i &* 7) % delays.count], fn, nil, &ids[i]) } }
+            }
+        }
+        precondition(cb_timeouts_pending(t) == delays.count)
+        let bytes = Double(cb_timeouts_memory(t)) / Double(delays.count)
+        cb_timeouts_close(t)
+        return Row(name: "cb_timeouts (C), churn at the full count", schedule: Double(delays.count) / sched,
+                   cancel: Double(delays.count) / canc, bytes: bytes, note: "64k cancels then 64k schedules, repeated")
     }
 
     // MARK: - TimeoutScheduler, token per timeout (no closure allocation)

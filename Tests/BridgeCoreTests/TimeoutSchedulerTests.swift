@@ -247,6 +247,24 @@ struct TimeoutSchedulerTests {
         #expect(perPending <= 64, "C bytes per pending: \(perPending)")
     }
 
+    @Test("a million pending under steady churn (cancel one, schedule one) stay within 64 bytes each: the heap reclaims tombstones instead of growing")
+    func churnMemory() {
+        let s = TimeoutScheduler()
+        s.onToken = { _ in }
+        let n = 1_000_000
+        var handles = (0..<n).map { s.schedule(afterMs: 60_000 + UInt64($0 % 3_600_000), token: UInt64($0)) }
+        let filled = s.memoryBytes.c
+        var rng = SplitMix64(seed: 7)
+        for _ in 0..<n {
+            let i = Int(rng.next() % UInt64(n))
+            #expect(s.cancel(handles[i]))
+            handles[i] = s.schedule(afterMs: 60_000 + rng.next() % 3_600_000, token: UInt64(i))
+        }
+        #expect(s.pendingCount == n)
+        #expect(s.memoryBytes.c == filled, "grew from \(filled) to \(s.memoryBytes.c) bytes")
+        #expect(Double(s.memoryBytes.c) / Double(n) <= 64)
+    }
+
     @Test("dropping the scheduler drops pending closures uncalled")
     func deinitDrops() {
         final class Box { var hit = false }
