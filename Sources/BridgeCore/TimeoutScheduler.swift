@@ -55,10 +55,13 @@ public final class TimeoutScheduler {
     @exclusivity(unchecked) private var bodiesCount = 0
     @exclusivity(unchecked) private var bodiesCapacity = 0
 
+    /// Where a manual clock starts by default: 2026-01-01T00:00:00Z, so
+    /// manual runs are reproducible.
+    public static let defaultManualEpochMs: Int64 = 1_767_225_600_000
+
     /// A scheduler on `loop`. A manual clock starts at 0 ms and stands for
-    /// wall-clock `manualEpochMs` (default 2026-01-01T00:00:00Z, so manual
-    /// runs are reproducible).
-    public init(loop: EventLoop, clock: ClockKind = .system, manualEpochMs: Int64 = 1_767_225_600_000) {
+    /// wall-clock `manualEpochMs`.
+    public init(loop: EventLoop, clock: ClockKind = .system, manualEpochMs: Int64 = TimeoutScheduler.defaultManualEpochMs) {
         self.loop = loop
         self.clock = clock
         self.manualEpochMs = manualEpochMs
@@ -70,7 +73,7 @@ public final class TimeoutScheduler {
     }
 
     /// A manual-clock scheduler with no loop at all (pure tests).
-    public init(manualEpochMs: Int64 = 1_767_225_600_000) {
+    public init(manualEpochMs: Int64 = TimeoutScheduler.defaultManualEpochMs) {
         self.loop = nil
         self.clock = .manual
         self.manualEpochMs = manualEpochMs

@@ -54,6 +54,9 @@ public struct ActivityContent: Equatable, Sendable {
     /// "Approval timed out - Claude continued", "Session continued on another device"
     public var message: String?
     public var rendered: Rendered
+    /// The device showing the activity (`LiveActivity.device`), so each
+    /// client knows whether a hand-off's end is its own; nil while unknown.
+    public var device: String? = nil
 
     /// Equal apart from the clock: an update that only moves elapsed time is
     /// not sent (the activity's timer view counts by itself).
@@ -61,6 +64,7 @@ public struct ActivityContent: Equatable, Sendable {
         sessionId == o.sessionId && projectName == o.projectName && projectPath == o.projectPath
             && status == o.status && statusText == o.statusText && operation == o.operation
             && progress == o.progress && startedAt == o.startedAt && approval == o.approval && message == o.message
+            && device == o.device
     }
 }
 
@@ -134,7 +138,9 @@ extension Engine {
     /// Current activity content, re-rendered at `now` (for `activity.get`).
     public func currentActivity(now: Millis) -> ActivityContent? {
         guard let a = state.activity, let s = state.sessions[a.sessionId] else { return nil }
-        return activityContent(for: s, now: now)
+        var c = activityContent(for: s, now: now)
+        c.device = a.device
+        return c
     }
 
     /// Sends an update if the activity belongs to `sessionId` and what it shows changed.
@@ -147,7 +153,8 @@ extension Engine {
         if !force, o.status == s.status, o.operation == s.operation, o.progress == s.progress, o.message == s.message,
            o.startedAt == s.startedAt, o.projectPath == s.projectPath,
            o.approval?.requestId == s.pendingApprovals.last?.requestId, o.projectName == displayName(s) { return }
-        let c = activityContent(for: s, now: now)
+        var c = activityContent(for: s, now: now)
+        c.device = a.device
         guard !c.sameState(as: a.content) else { return }
         state.activity!.content = c
         effects.append(.updateActivity(c))
@@ -162,9 +169,9 @@ extension Engine {
             if a.sessionId == sessionId { refreshActivity(sessionId, now: now, into: &effects); return }
             endActivity(now: now, into: &effects)
         }
-        let c = activityContent(for: s, now: now)
-        state.activity = LiveActivity(sessionId: sessionId, startedAt: now,
-                                      device: state.app.device ?? s.activeDevice, content: c)
+        var c = activityContent(for: s, now: now)
+        c.device = state.app.device ?? s.activeDevice
+        state.activity = LiveActivity(sessionId: sessionId, startedAt: now, device: c.device, content: c)
         state.metrics.count(.liveActivityStarted)
         effects.append(.startActivity(c))
     }
@@ -173,6 +180,7 @@ extension Engine {
     mutating func endActivity(now: Millis, message: String? = nil, into effects: inout [Effect]) {
         guard let a = state.activity else { return }
         var c = state.sessions[a.sessionId].map { activityContent(for: $0, now: now) } ?? a.content
+        c.device = a.device
         if let message {
             c.message = message
             c.rendered.lockScreen += "\n" + message

@@ -43,6 +43,27 @@ public struct SlowClientPolicy: Sendable {
     public init() {}
 }
 
+/// Notifications for everyone sent while no client was initialized: the
+/// first client to complete `initialize` gets them after its reply, so what
+/// a restart fires (an expired request's queued decision not sent, a timed-out
+/// approval) reaches someone. Bounded: past `limit` the oldest go (counted).
+struct HeldNotifications {
+    static let limit = 1_000
+    private(set) var items: [(method: String, params: JSON)] = []
+    private(set) var dropped = 0
+
+    mutating func keep(_ method: String, _ params: JSON) {
+        if items.count == Self.limit { items.removeFirst(); dropped += 1 }
+        items.append((method, params))
+    }
+
+    mutating func take() -> [(method: String, params: JSON)] {
+        defer { items = []; dropped = 0 }
+        if dropped > 0 { Log.warn("\(dropped) notification(s) sent before any client initialized were dropped (over \(Self.limit))") }
+        return items
+    }
+}
+
 /// Lifecycle and slow-reader bookkeeping of one socket client.
 final class SocketClient {
     var phase: RPCServer.Phase = .awaitingInitialize
@@ -103,9 +124,15 @@ extension RPCServer {
     }
 
     /// Sends a notification to the initialized clients `audience` selects.
-    /// Serialised once, however many clients get it.
+    /// Serialised once, however many clients get it. With no client
+    /// initialized yet (a restart firing the deadlines that passed while it was
+    /// down), what is for everyone waits for the first client (`held`).
     public func send(_ method: String, _ params: JSON, to audience: Audience) {
         var bytes: [UInt8] = []
+        if audience == .all, !endpoint.allConnections.contains(where: { $0.userInfo["initialized"] != nil }) {
+            held.keep(method, params)
+            return
+        }
         for c in endpoint.allConnections where c.userInfo["initialized"] != nil {
             guard audience.includes(connection: c.id, device: c.userInfo["deviceId"] as? String) else { continue }
             guard c.isSocket else {

@@ -30,6 +30,8 @@ public final class RPCServer {
     var stdio: RPCConnection?
     /// Unix-socket listeners and their clients (Listen.swift).
     public let sockets = SocketClients()
+    /// What was broadcast before any client initialized (Listen.swift `send`).
+    var held = HeldNotifications()
 
     public init(env: ServerEnvironment, methods: MethodTable? = nil) throws {
         self.env = env
@@ -37,12 +39,11 @@ public final class RPCServer {
         var limits = TransportLimits()
         limits.maxMessageBytes = env.options.maxMessageBytes
         endpoint = RPCEndpoint(loop: env.loop, limits: limits)
-        if let methods {
-            self.methods = methods
-        } else {
-            self.methods = MethodTable()
-            try self.methods.registerAll(env)
-        }
+        self.methods = methods ?? MethodTable()
+        // Before registering: recovery fires the deadlines that passed while
+        // the process was down, and what they send must be held, not lost.
+        env.send = { [weak self] audience, method, params in self?.send(method, params, to: audience) }
+        if methods == nil { try self.methods.registerAll(env) }
         for name in Self.builtins where self.methods.handlers[name] != nil {
             throw RPCError.internalError("method \(name) is built into the server")
         }
@@ -69,7 +70,6 @@ public final class RPCServer {
             }
             self.stop(exitCode: 0, reason: sig == 15 ? "SIGTERM" : "SIGINT")
         }
-        env.send = { [unowned self] audience, method, params in self.send(method, params, to: audience) }
     }
 
     /// Serves stdin/stdout until exit, EOF or a signal; returns the exit code.
@@ -242,6 +242,7 @@ public final class RPCServer {
             ]
             if let d = call.connection.userInfo["deviceId"] as? String { result["deviceId"] = .string(d) }
             responder.result(.object(result))
+            for n in held.take() { send(n.method, n.params, to: .connection(call.connection.id)) }
         } catch let e as RPCError {
             responder.error(code: e.code, message: e.message, data: e.data)
         } catch {

@@ -5,6 +5,9 @@ public struct ServerOptions {
     public var maxMessageBytes: Int = 16 << 20
     /// Time advances only through `debug.advanceClock` (tests, demos).
     public var manualClock: Bool = false
+    /// The wall-clock time (Unix ms) a manual clock starts at (a restart
+    /// "later" in tests: `--manual-clock-start`).
+    public var manualClockStartMs: Int64 = TimeoutScheduler.defaultManualEpochMs
     /// nil: $XDG_STATE_HOME/codingbridge, else ~/.local/state/codingbridge.
     public var stateDirectory: String? = nil
     /// Keep durable state in memory only.
@@ -53,6 +56,7 @@ public final class ServerEnvironment {
     public init(loop: EventLoop, options: ServerOptions) {
         self.loop = loop
         self.options = options
-        self.scheduler = TimeoutScheduler(loop: loop, clock: options.manualClock ? .manual : .system)
+        self.scheduler = TimeoutScheduler(loop: loop, clock: options.manualClock ? .manual : .system,
+                                          manualEpochMs: options.manualClockStartMs)
     }
 }

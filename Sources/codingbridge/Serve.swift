@@ -46,6 +46,9 @@ struct Serve: ParsableCommand {
     @Flag(name: .long, help: "Time advances only through debug.advanceClock (tests, demos).")
     var manualClock = false
 
+    @Option(name: .long, help: ArgumentHelp("Where --manual-clock starts: Unix ms or UTC date-time YYYY-MM-DDTHH:MM:SSZ (default 2026-01-01T00:00:00Z). A restart with a later start sees the deadlines that passed while it was down.", valueName: "time"))
+    var manualClockStart: String?
+
     @Option(name: .long, help: "Directory for durable state (default: $XDG_STATE_HOME/codingbridge or ~/.local/state/codingbridge).")
     var stateDir: String?
 
@@ -75,12 +78,19 @@ struct Serve: ParsableCommand {
             throw ValidationError("--listen unix without a path needs the state directory; with --ephemeral give one: --listen unix:PATH")
         }
         guard slowClientTimeout.isFinite, slowClientTimeout > 0 else { throw ValidationError("--slow-client-timeout must be a positive number of seconds") }
+        if let s = manualClockStart {
+            guard manualClock else { throw ValidationError("--manual-clock-start needs --manual-clock") }
+            guard Self.unixMs(s) != nil else {
+                throw ValidationError("--manual-clock-start: '\(s)' is neither Unix milliseconds nor YYYY-MM-DDTHH:MM:SSZ")
+            }
+        }
     }
 
     func run() throws {
         var options = ServerOptions()
         options.maxMessageBytes = maxMessageBytes
         options.manualClock = manualClock
+        if let s = manualClockStart, let ms = Self.unixMs(s) { options.manualClockStartMs = ms }
         options.stateDirectory = stateDir
         options.ephemeral = ephemeral
         options.logLevel = LogLevel(rawValue: logLevel) ?? .info
@@ -101,5 +111,26 @@ struct Serve: ParsableCommand {
         }
         // exit() here skips teardown that could block on a vanished peer.
         Glibc.exit(code)
+    }
+
+    /// Unix ms from "1767225600000" or "2026-01-01T00:00:00Z" (UTC only: a
+    /// test clock should not depend on the machine's time zone).
+    static func unixMs(_ s: String) -> Int64? {
+        if let ms = Int64(s) { return ms >= 0 ? ms : nil }
+        let b = Array(s.utf8)
+        guard b.count == 20, b[4] == 0x2D, b[7] == 0x2D, b[10] == 0x54, b[13] == 0x3A, b[16] == 0x3A, b[19] == 0x5A else { return nil }
+        func num(_ r: Range<Int>) -> Int32? {
+            var v: Int32 = 0
+            for i in r { guard (0x30...0x39).contains(b[i]) else { return nil }; v = v * 10 + Int32(b[i] - 0x30) }
+            return v
+        }
+        guard let y = num(0..<4), let mo = num(5..<7), let d = num(8..<10), let h = num(11..<13),
+              let mi = num(14..<16), let sec = num(17..<19),
+              (1...12).contains(mo), (1...31).contains(d), h < 24, mi < 60, sec < 60 else { return nil }
+        var t = tm()
+        t.tm_year = y - 1900; t.tm_mon = mo - 1; t.tm_mday = d
+        t.tm_hour = h; t.tm_min = mi; t.tm_sec = sec
+        let secs = timegm(&t)
+        return secs >= 0 ? Int64(secs) * 1000 : nil
     }
 }

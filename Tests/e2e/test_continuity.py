@@ -7,15 +7,18 @@ their params schemas.
 
 Clocks: `--manual-clock` starts at 2026-01-01T00:00Z on every start, so a
 restart *before* an approval's deadline restarts with --manual-clock again,
-and a restart *after* it uses the real clock (later than 2026-01-01)."""
+and a restart *after* it starts the manual clock later (`--manual-clock-start`)."""
 import pytest
 
-from conftest import Steps, only, validate_result
+from conftest import Steps, only, validate_notification, validate_result
 
 BASH = {"toolName": "Bash", "input": {"command": "npm test"}}
 
-def start(spawn, state, manual=True):
-    args = ["--state-dir", state] + (["--manual-clock"] if manual else [])
+LATER = "2026-01-01T02:00:00Z"  # two hours after the manual clock's default start
+
+
+def start(spawn, state, at=None):
+    args = ["--state-dir", state, "--manual-clock"] + (["--manual-clock-start", at] if at else [])
     c = spawn(*args, initialize=False)
     init = c.initialize(clientInfo={"name": "pytest"})
     validate_result("initialize", init)
@@ -37,8 +40,8 @@ def test_kill9_with_pending_approval_restart_after_deadline_resolves_timed_out(s
     a.advance(1000)
     kill9(a)
 
-    # Real clock: months after the manual epoch, far past r1's deadline.
-    b, rec = start(spawn, state, manual=False)
+    # Two hours later, far past r1's deadline.
+    b, rec = start(spawn, state, at=LATER)
     assert rec["restored"] is True
     assert rec["sessions"] == 1
     assert rec["processingSessions"] == ["s1"]  # "Claude was working when the app closed"
@@ -192,6 +195,36 @@ def test_offline_decision_survives_kill9_and_is_sent_after_restart(spawn, tmp_pa
     assert [(p["requestId"], p["decision"]) for p in only(n, "approval.resolved")] == [("r1", "allow")]
     d = b.c.wait_notification("outbox.deliver")
     assert d["kind"] == "approval.respond" and d["payload"]["requestId"] == "r1"
+
+
+def test_offline_decision_whose_request_expired_while_down_is_not_sent_and_the_user_is_told(spawn, tmp_path):
+    """kill -9 with a decision queued offline; the restart comes after the
+    request's deadline. The restart settles it before any client is there: the
+    first client to initialize gets the notice, and nothing is delivered."""
+    state = str(tmp_path / "state")
+    a, _ = start(spawn, state)
+    a.req("app.update", {"phase": "background"})
+    a.ev("s1", "task_started")
+    a.ev("s1", "approval_request", requestId="r1", timeoutSeconds=60, **BASH)
+    a.req("connection.update", {"state": "disconnected"})
+    assert a.req("approval.respond", {"requestId": "r1", "decision": "allow", "source": "notification"})[0]["status"] == "queued"
+    kill9(a)
+
+    b, rec = start(spawn, state, at=LATER)
+    assert rec["expiredApprovals"] == 1 and rec["pendingApprovals"] == 0
+    assert rec["queuedDecisions"] == 0  # settled by the restart, not waiting
+    told = validate_notification("notification.post", b.c.wait_notification(
+        "notification.post", predicate=lambda p: p["category"] == "decisionNotSent"))
+    assert told["userInfo"]["requestId"] == "r1"
+    b.req("ping")
+    assert len([n for n in b.c.notifications if n["method"] == "notification.post"
+                and n["params"]["category"] == "decisionNotSent"]) == 1  # told once
+    _, n = b.req("connection.update", {"state": "connected"})
+    b.advance(10)
+    n += b.since()
+    assert only(n, "outbox.deliver") == [] and only(n, "approval.resolved") == []
+    (m,) = b.req("outbox.list", {"status": "all"})[0]["messages"]
+    assert m["status"] in ("failed", "expired")
 
 
 # --- reconnect policy ----------------------------------------------------------

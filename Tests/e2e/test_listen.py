@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from conftest import RPCFailure, binary, validate_response, validate_result
+from conftest import RPCFailure, binary, validate_notification, validate_response, validate_result
 
 BASH_NPM_TEST = {"toolName": "Bash", "input": {"command": "npm test"}}
 
@@ -453,13 +453,15 @@ def test_activity_from_another_device_ends_this_devices_live_activity(sockdir, s
     phone.request("agent.event", {"sessionId": "s1", "type": "task_started", "prompt": "fix the tests"})
     assert phone.request("message.send", {"sessionId": "s1", "text": "and the docs"})["status"] == "queued"
     phone.request("app.update", {"phase": "background"})
-    phone.wait_notification("activity.start", lambda p: p["sessionId"] == "s1")
+    start = validate_notification("activity.start", phone.wait_notification("activity.start", lambda p: p["sessionId"] == "s1"))
+    assert start["device"] == "iphone"  # the device whose app went to background shows it
     assert phone.request("session.get", {"sessionId": "s1"})["session"]["activeDevice"] == "iphone"
 
     laptop.request("message.send", {"sessionId": "s1", "text": "actually, skip the docs"})
     for d in (phone, laptop):
-        end = d.wait_notification("activity.end", lambda p: p["sessionId"] == "s1")
+        end = validate_notification("activity.end", d.wait_notification("activity.end", lambda p: p["sessionId"] == "s1"))
         assert end["message"] == "Session continued on another device"
+        assert end["device"] == "iphone"  # every client sees it; it was the phone's
     post = phone.wait_notification("notification.post", lambda p: p["category"] == "sessionHandoff")
     assert post["title"] == "Session Handed Off" and post["interruptionLevel"] == "passive"
     assert post["userInfo"]["handedOffTo"] == "laptop" and post["userInfo"]["handedOffFrom"] == "iphone"
@@ -478,7 +480,8 @@ def test_activity_from_another_device_ends_this_devices_live_activity(sockdir, s
     assert r["status"] == "accepted"
     phone.drain(0.3)
     assert not [n for n in phone.notifications if n["method"] == "activity.end"]
-    assert phone.request("activity.get")["activity"]["sessionId"] == "s1"
+    shown = phone.request("activity.get")["activity"]
+    assert shown["sessionId"] == "s1" and shown["device"] == "iphone"
     # An empty device id is refused, not taken as a device.
     bad = phone.call("message.send", {"sessionId": "s1", "text": "x", "deviceId": ""})
     assert bad["error"]["code"] == -32602 and bad["error"]["data"]["param"] == "deviceId"

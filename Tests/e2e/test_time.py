@@ -56,7 +56,17 @@ def test_advance_clock_moves_the_manual_clock(server):
     assert server.request("debug.advanceClock", {"ms": 0})["now"] == 3_660_000
 
 
-@pytest.mark.parametrize("params", [{}, {"ms": -1}, {"ms": 1.5}, {"ms": "10"}])
+def test_advance_clock_by_a_year_in_one_step_and_no_more(server):
+    year = 366 * 86_400_000
+    r = server.request("debug.advanceClock", {"ms": year})
+    assert r["now"] == year
+    with pytest.raises(RPCFailure) as e:
+        server.request("debug.advanceClock", {"ms": year + 1})
+    assert e.value.code == -32602 and "advance in steps" in e.value.message
+    assert server.request("debug.advanceClock", {"ms": 0})["now"] == year
+
+
+@pytest.mark.parametrize("params", [{}, {"ms": -1}, {"ms": 1.5}, {"ms": "10"}, {"ms": 2**62}])
 def test_advance_clock_invalid_params(server, params):
     with pytest.raises(RPCFailure) as e:
         server.request("debug.advanceClock", params)

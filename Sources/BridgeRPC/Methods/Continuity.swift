@@ -190,9 +190,13 @@ extension MethodTable {
             host.apply(.connection(ConnectionChange(rawValue: state) ?? .disconnected))
         }
 
-        // Deadlines that passed while the process was down fire now (their
-        // effects go to nobody yet: the report below tells the client).
-        if restored { host.apply(.tick) }
+        // Deadlines that passed while the process was down fire now; their
+        // effects wait for the first client to initialize (RPCServer.held),
+        // and the report below counts what is left.
+        if restored {
+            host.apply(.tick)
+            report.queuedDecisions = host.engine.state.connection.queuedDecisions.count
+        }
 
         // MARK: forgetting finished sessions (hourly, and now for a restart)
 

@@ -91,7 +91,7 @@ enum EngineCoding {
                 ["requestId": .string($0.requestId), "toolName": .string($0.toolName), "summary": .string($0.summary),
                  "expiresAt": .int($0.expiresAt)]
             } ?? .null,
-            "message": c.message.json,
+            "message": c.message.json, "device": c.device.json,
             "rendered": ["compact": .string(c.rendered.compact), "expanded": .string(c.rendered.expanded),
                          "lockScreen": .string(c.rendered.lockScreen)],
         ]

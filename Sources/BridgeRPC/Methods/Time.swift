@@ -4,6 +4,7 @@ extension MethodTable {
     /// Elapsed-time text and the test clock.
     func registerTime(_ env: ServerEnvironment) throws {
         let formatter = ElapsedFormatter.english
+        let maxAdvanceMs: Int64 = 366 * 86_400_000
 
         // {seconds, style?} -> {text}. Any JSON number is accepted: fractions
         // floor, negatives read as 0, huge values clamp (see ElapsedFormatter).
@@ -18,9 +19,12 @@ extension MethodTable {
         // before answering, so the caller sees their effects already queued.
         on("debug.advanceClock") { p, _ in
             let ms: Int64 = try p.required("ms")
-            guard ms >= 0 else {
-                throw RPCError.invalidParams("invalid params: 'ms' must be >= 0",
-                                             data: ["param": "ms", "expected": "integer >= 0", "got": .int(ms)])
+            // Periodic timeouts fire once per period crossed: an unbounded
+            // step would hold the loop for as long (an hourly sweep over
+            // 2^63 ms).
+            guard ms >= 0, ms <= maxAdvanceMs else {
+                throw RPCError.invalidParams("invalid params: 'ms' must be between 0 and \(maxAdvanceMs) (366 days); advance in steps",
+                                             data: ["param": "ms", "expected": .string("integer 0...\(maxAdvanceMs)"), "got": .int(ms)])
             }
             guard env.scheduler.clock == .manual else {
                 throw RPCError.application(
