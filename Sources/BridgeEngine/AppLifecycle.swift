@@ -68,10 +68,16 @@ extension Engine {
             endActivity(now: now, into: &effects)
         }
         if state.missedWhileAway > 0 {
-            let n = state.missedWhileAway
+            // "Approval Needed (2), Task Complete (1)": each kind by the title
+            // its notification would have had.
+            let what = NotificationCategory.allCases.compactMap { c in
+                state.missedByCategory[c].map { "\(strings[c.titleKey]) (\($0))" }
+            }.joined(separator: ", ")
+            let body = strings.format("banner.missed.body", String(state.missedWhileAway), what)
             state.missedWhileAway = 0
+            state.missedByCategory = [:]
             effects.append(.showBanner(Banner(id: nextId("missed", "app"), style: .info, title: strings["banner.missed.title"],
-                                              body: strings.format("banner.missed.body", String(n)), sessionId: nil,
+                                              body: body, sessionId: nil,
                                               deepLink: DeepLink.notificationSettings.url, actions: [])))
         }
         for r in pendingApprovals where !(state.sessions[r.sessionId]?.pendingApprovals.first { $0.requestId == r.requestId }?.bannerShown ?? true) {

@@ -48,6 +48,22 @@ public enum InterruptionLevel: String, Sendable, CaseIterable { case passive, ac
 public enum NotificationCategory: String, Sendable, CaseIterable {
     case approval, question, taskComplete, taskFailed, taskPaused, longTask, lowPowerMode, sessionHandoff
     case connectionLost, decisionNotSent
+
+    /// The localization key of its notifications' title.
+    var titleKey: String {
+        switch self {
+        case .approval: return "notification.approval.title"
+        case .question: return "notification.question.title"
+        case .taskComplete: return "notification.complete.title"
+        case .taskFailed: return "notification.error.title"
+        case .taskPaused: return "notification.paused.title"
+        case .longTask: return "notification.long_task.title"
+        case .lowPowerMode: return "notification.low_power.title"
+        case .sessionHandoff: return "notification.handoff.title"
+        case .connectionLost: return "notification.connection_lost.title"
+        case .decisionNotSent: return "notification.decision_expired.title"
+        }
+    }
 }
 
 public struct NotificationAction: Equatable, Sendable {

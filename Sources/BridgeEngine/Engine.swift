@@ -144,6 +144,8 @@ public struct EngineState {
     /// Notifications that could not be shown while away (permission denied /
     /// background notifications off): a banner tells the person on return.
     public internal(set) var missedWhileAway = 0
+    /// The same, by kind, so the banner says what was missed.
+    public internal(set) var missedByCategory: [NotificationCategory: Int] = [:]
     var lowPowerNotified = false
     /// The backend link, retries and decisions made offline (Connectivity.swift).
     public internal(set) var connection = ConnectivityState()

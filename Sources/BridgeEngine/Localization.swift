@@ -37,7 +37,7 @@ public enum Localization {
         "banner.decision_queued.deny": "Denial saved. It will be sent when the connection is back.",
         // In-app banners
         "banner.missed.title": "While you were away",
-        "banner.missed.body": "%d notifications could not be shown. Turn on notifications to stay informed.",
+        "banner.missed.body": "%d notifications could not be shown: %@. Turn on notifications to stay informed.",
         "banner.approval_timed_out": "Approval timed out - Claude continued",
         // Live Activity (EDGE-CASES "Localization")
         "activity.processing": "Processing",
@@ -73,6 +73,12 @@ public enum Localization {
         "operation.subtask": "Working on a subtask",
         "operation.planning": "Planning tasks",
         "operation.working": "Working",
+        // Elapsed-time words (ElapsedFormatter.Words(table:): short and spoken styles)
+        "elapsed.day.one": "day", "elapsed.day.other": "days", "elapsed.day.abbrev": "d",
+        "elapsed.hour.one": "hour", "elapsed.hour.other": "hours", "elapsed.hour.abbrev": "h",
+        "elapsed.minute.one": "minute", "elapsed.minute.other": "minutes", "elapsed.minute.abbrev": "m",
+        "elapsed.second.one": "second", "elapsed.second.other": "seconds", "elapsed.second.abbrev": "s",
+        "elapsed.separator": ", ", "elapsed.separator.short": " ", "elapsed.unknown": "unknown duration",
     ]
 
     /// German, partial on purpose: shows the fallback and that `locale` matters.
@@ -97,6 +103,12 @@ public enum Localization {
         "operation.building": "Projekt wird gebaut",
         "operation.editing": "Dateien werden bearbeitet",
         "operation.reading": "Code wird gelesen",
+        // Elapsed-time words
+        "elapsed.day.one": "Tag", "elapsed.day.other": "Tage", "elapsed.day.abbrev": "T",
+        "elapsed.hour.one": "Stunde", "elapsed.hour.other": "Stunden", "elapsed.hour.abbrev": "h",
+        "elapsed.minute.one": "Minute", "elapsed.minute.other": "Minuten", "elapsed.minute.abbrev": "min",
+        "elapsed.second.one": "Sekunde", "elapsed.second.other": "Sekunden", "elapsed.second.abbrev": "s",
+        "elapsed.unknown": "unbekannte Dauer",
     ]
 
     public static let tables: [String: [String: String]] = ["en": english, "de": german]

@@ -73,6 +73,7 @@ extension Engine {
         guard state.app.isBackground else { return false }
         guard canPush else {
             state.missedWhileAway += 1
+            state.missedByCategory[n.category, default: 0] += 1
             return false
         }
         var n = n

@@ -175,6 +175,7 @@ extension Engine {
                     "notificationPermission": .string(a.notificationPermission.rawValue),
                     "liveActivitiesPermitted": .bool(a.liveActivitiesPermitted), "device": opt(a.device)],
             "missedWhileAway": .int(Int64(state.missedWhileAway)),
+            "missedByCategory": .object(Dictionary(uniqueKeysWithValues: state.missedByCategory.map { ($0.key.rawValue, .int(Int64($0.value))) })),
             "lowPowerNotified": .bool(state.lowPowerNotified),
             "seq": .int(Int64(bitPattern: state.seq)),
             "activity": state.activity.map { ["sessionId": .string($0.sessionId), "startedAt": .int($0.startedAt),
@@ -212,6 +213,9 @@ extension Engine {
                 state.app.device = a.str("device")
             }
             state.missedWhileAway = Int(g.int("missedWhileAway") ?? 0)
+            for (k, v) in g["missedByCategory"]?.objectValue ?? [:] {
+                if let c = NotificationCategory(rawValue: k), let n = v.intValue, n > 0 { state.missedByCategory[c] = Int(n) }
+            }
             state.lowPowerNotified = g.bool("lowPowerNotified") ?? false
             state.seq = UInt64(bitPattern: g.int("seq") ?? 0)
             if let m = g["metrics"] {

@@ -120,7 +120,7 @@ import Testing
         #expect(h2.engine.state.missedWhileAway == 2)
         let back = h2.setBackground(false)
         #expect(back.banners.count == 1)
-        #expect(back.banners[0].body == "2 notifications could not be shown. Turn on notifications to stay informed.")
+        #expect(back.banners[0].body == "2 notifications could not be shown: Approval Needed (1), Task Failed (1). Turn on notifications to stay informed.")
         #expect(back.banners[0].deepLink == "codingbridge://settings/notifications")
         #expect(h2.engine.state.missedWhileAway == 0)
     }

@@ -1,4 +1,5 @@
 import Testing
+import BridgeCore
 @testable import BridgeEngine
 
 /// Every setting: default from EDGE-CASES "User Settings", and what it changes.
@@ -128,6 +129,15 @@ import Testing
         for (_, table) in Localization.tables {
             for k in table.keys { #expect(Localization.english[k] != nil, "\(k)") }
         }
+    }
+
+    @Test("the elapsed-time words of the app's tables: English is the formatter's own, German fills its units")
+    func elapsedWords() {
+        #expect(ElapsedFormatter.Words(table: Localization.english) == .english)
+        let de = ElapsedFormatter(words: .init(table: Localization.table(for: "de-DE")))
+        #expect(de.string(seconds: 3787, style: .spoken) == "1 Stunde, 3 Minuten, 7 Sekunden")
+        #expect(de.string(seconds: 172_800, style: .short) == "2T")
+        #expect(de.string(seconds: .nan, style: .spoken) == "unbekannte Dauer")
     }
 
     @Test func fill() {

@@ -105,14 +105,16 @@ def test_missed_notifications_banner_survives_a_restart(spawn, tmp_path):
     a.req("app.update", {"phase": "background", "permissions": {"notifications": "denied"}})
     a.ev("s1", "task_started")
     _, n = a.ev("s1", "task_completed")
-    assert only(n, "notification.post") == []
+    a.ev("s2", "task_started")
+    _, n2 = a.ev("s2", "task_failed", error="boom")
+    assert only(n + n2, "notification.post") == []
     kill9(a)
 
     b, _ = start(spawn, state)
     _, n = b.req("app.update", {"phase": "foreground"})
     banners = [p for p in only(n, "banner.show") if p["deepLink"] == "codingbridge://settings/notifications"]
     assert len(banners) == 1
-    assert banners[0]["body"].startswith("1 notifications could not be shown")
+    assert banners[0]["body"].startswith("2 notifications could not be shown: Task Complete (1), Task Failed (1).")
     _, n = b.req("app.update", {"phase": "background"})
     _, n = b.req("app.update", {"phase": "foreground"})
     assert [p for p in only(n, "banner.show") if p["deepLink"] == "codingbridge://settings/notifications"] == []

@@ -274,7 +274,7 @@ def test_permission_denied_then_banner_on_return(flow):
     _, n = flow.app(phase="foreground")
     (b,) = only(n, "banner.show")
     assert b["deepLink"] == "codingbridge://settings/notifications"
-    assert b["body"].startswith("1 notifications could not be shown")
+    assert b["body"].startswith("1 notifications could not be shown: Task Complete (1).")
 
 
 def test_two_sessions_compete_for_the_one_live_activity(flow):

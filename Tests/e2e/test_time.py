@@ -27,6 +27,19 @@ def test_elapsed_format_styles(server, seconds, positional, short, spoken):
     assert server.request("elapsed.format", {"seconds": seconds, "style": "spoken"}) == {"text": spoken}
 
 
+def test_elapsed_format_words_from_the_locale_table(server):
+    de = {"seconds": 90187, "locale": "de"}
+    assert server.request("elapsed.format", {**de, "style": "spoken"}) == {"text": "1 Tag, 1 Stunde, 3 Minuten, 7 Sekunden"}
+    assert server.request("elapsed.format", {**de, "style": "short"}) == {"text": "1T 1h"}
+    assert server.request("elapsed.format", {**de, "style": "positional"}) == {"text": "25:03:07"}
+    assert server.request("elapsed.format", {"seconds": 1, "style": "spoken", "locale": "de-CH"}) == {"text": "1 Sekunde"}
+    # An unknown locale reads English; the default is the settings' locale.
+    assert server.request("elapsed.format", {"seconds": 1, "style": "spoken", "locale": "xx"}) == {"text": "1 second"}
+    server.request("settings.update", {"locale": "de"})
+    assert server.request("elapsed.format", {"seconds": 120, "style": "spoken"}) == {"text": "2 Minuten"}
+    assert server.request("elapsed.format", {"seconds": 120, "style": "spoken", "locale": "en"}) == {"text": "2 minutes"}
+
+
 def test_elapsed_format_over_lsp_framing(lsp_server):
     assert lsp_server.request("elapsed.format", {"seconds": 165}) == {"text": "2:45"}
 
@@ -36,6 +49,7 @@ def test_elapsed_format_over_lsp_framing(lsp_server):
     ({"seconds": "165"}, "seconds"),
     ({"seconds": None}, "seconds"),
     ({"seconds": 1, "style": "long"}, "style"),
+    ({"seconds": 1, "locale": 7}, "locale"),
     ({"seconds": 1, "style": 3}, "style"),
 ])
 def test_elapsed_format_invalid_params(server, params, param):

@@ -1,17 +1,28 @@
 import BridgeCore
+import BridgeEngine
 
 extension MethodTable {
     /// Elapsed-time text and the test clock.
     func registerTime(_ env: ServerEnvironment) throws {
-        let formatter = ElapsedFormatter.english
         let maxAdvanceMs: Int64 = 366 * 86_400_000
+        // The words of each locale's table (English for what it lacks), built once.
+        var formatters: [String: ElapsedFormatter] = [:]
+        func formatter(_ locale: String) -> ElapsedFormatter {
+            if let f = formatters[locale] { return f }
+            let f = ElapsedFormatter(words: .init(table: Localization.table(for: locale)))
+            formatters[locale] = f
+            return f
+        }
 
-        // {seconds, style?} -> {text}. Any JSON number is accepted: fractions
-        // floor, negatives read as 0, huge values clamp (see ElapsedFormatter).
+        // {seconds, style?, locale?} -> {text}. Any JSON number is accepted:
+        // fractions floor, negatives read as 0, huge values clamp (see
+        // ElapsedFormatter). Words come from the localization table of
+        // `locale`, by default the settings' locale.
         on("elapsed.format") { p, _ in
             let seconds: Double = try p.required("seconds")
             let style = try p.oneOf("style", ElapsedFormatter.Style.allCases.map(\.rawValue), default: "positional")
-            return ["text": .string(formatter.string(seconds: seconds, style: ElapsedFormatter.Style(rawValue: style)!))]
+            let locale = try p.optional("locale", as: String.self) ?? env.engine.engine.settings.locale
+            return ["text": .string(formatter(locale).string(seconds: seconds, style: ElapsedFormatter.Style(rawValue: style)!))]
         }
 
         // {ms} -> {now, fired}: only with `serve --manual-clock`, where time
