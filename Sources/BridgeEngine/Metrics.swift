@@ -45,6 +45,13 @@ public struct Metrics: Equatable, Sendable {
         latencyMaxMs = max(latencyMaxMs, v)
     }
 
+    /// The latency figures of a snapshot (they survive restarts like the counters).
+    mutating func restoreLatency(count: Int, totalMs: Int64, maxMs: Int64) {
+        latencyCount = max(0, count)
+        latencyTotalMs = max(0, totalMs)
+        latencyMaxMs = max(0, maxMs)
+    }
+
     public var latencyAverageMs: Double? {
         latencyCount == 0 ? nil : Double(latencyTotalMs) / Double(latencyCount)
     }

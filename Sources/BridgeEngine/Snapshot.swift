@@ -180,7 +180,9 @@ extension Engine {
             "seq": .int(Int64(bitPattern: state.seq)),
             "activity": state.activity.map { ["sessionId": .string($0.sessionId), "startedAt": .int($0.startedAt),
                                               "device": opt($0.device)] } ?? .null,
-            "metrics": ["counters": .object(counters), "missedApprovals": .int(Int64(state.metrics.missedApprovals))],
+            "metrics": ["counters": .object(counters), "missedApprovals": .int(Int64(state.metrics.missedApprovals)),
+                        "latency": ["count": .int(Int64(state.metrics.latencyCount)), "totalMs": .int(state.metrics.latencyTotalMs),
+                                    "maxMs": .int(state.metrics.latencyMaxMs)]],
             "connection": ["connected": .bool(c.connected), "offlineSince": opt(c.offlineSince),
                            "lostNotified": .bool(c.lostNotified), "attempt": .int(Int64(c.attempt)),
                            "nextRetryAt": opt(c.nextRetryAt),
@@ -223,6 +225,10 @@ extension Engine {
                     if let b = BackgroundMetric(rawValue: k), let n = v.intValue { state.metrics.count(b, by: Int(n)) }
                 }
                 for _ in 0..<max(0, Int(m.int("missedApprovals") ?? 0)) { state.metrics.missedApproval() }
+                if let l = m["latency"] {
+                    state.metrics.restoreLatency(count: Int(clamping: l.int("count") ?? 0), totalMs: l.int("totalMs") ?? 0,
+                                                 maxMs: l.int("maxMs") ?? 0)
+                }
             }
             if let c = g["connection"], c.bool("connected") == false {
                 state.connection.connected = false

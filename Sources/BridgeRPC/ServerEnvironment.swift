@@ -43,6 +43,9 @@ public final class ServerEnvironment {
     public var redactor: Redactor = .builtIn
     /// The engine (sessions, approvals, notifications), on `scheduler`'s clock.
     public lazy var engine = EngineHost(env: self)
+    /// Run once after recovery restored the state directory and fired what
+    /// came due while down (registerContinuity), before any client is served.
+    public var afterRecovery: [() -> Void] = []
     /// Called with the new state after `connection.update` (continuity's retry policy).
     public var onConnectionUpdate: [(String) -> Void] = []
     /// Called once with a connection's id (`RPCContext.connectionID`) when a

@@ -17,10 +17,10 @@ BASH = {"toolName": "Bash", "input": {"command": "npm test"}}
 LATER = "2026-01-01T02:00:00Z"  # two hours after the manual clock's default start
 
 
-def start(spawn, state, at=None):
+def start(spawn, state, at=None, device=None):
     args = ["--state-dir", state, "--manual-clock"] + (["--manual-clock-start", at] if at else [])
     c = spawn(*args, initialize=False)
-    init = c.initialize(clientInfo={"name": "pytest"})
+    init = c.initialize(clientInfo={"name": "pytest"}, **({"deviceId": device} if device else {}))
     validate_result("initialize", init)
     return Steps(c), init["recovered"]
 
@@ -306,6 +306,45 @@ def test_retry_schedule_resumes_after_kill9(spawn, tmp_path):
     assert only(seen, "notification.post") == []
 
 
+def test_session_handoff_event_ends_the_live_activity_and_tells_the_person_away(spawn, tmp_path):
+    """EDGE-CASES "Session Handoff": the agent says the session moved."""
+    a, _ = start(spawn, str(tmp_path / "state"), device="iphone")
+    a.req("app.update", {"phase": "background"})
+    _, n = a.ev("s1", "task_started", prompt="fix the tests")
+    (started,) = only(n, "activity.start")
+    assert started["device"] == "iphone"
+    _, n = a.ev("s1", "session_handoff", handedOffTo="laptop")
+    (end,) = only(n, "activity.end")
+    assert end["sessionId"] == "s1" and end["message"] == "Session continued on another device"
+    assert end["device"] == "iphone"
+    (post,) = only(n, "notification.post")
+    assert post["category"] == "sessionHandoff" and post["interruptionLevel"] == "passive"
+    assert post["userInfo"]["handedOffTo"] == "laptop"
+    s = a.req("session.get", {"sessionId": "s1"})[0]["session"]
+    assert s["activeDevice"] == "laptop" and s["message"] == "Session continued on another device"
+    assert s["status"] != "processing"  # it runs elsewhere now
+    assert a.req("activity.get")[0]["activity"] is None
+
+
+# --- metrics -----------------------------------------------------------------------
+
+def test_notification_latency_is_measured_and_survives_kill9(spawn, tmp_path):
+    state = str(tmp_path / "state")
+    a, _ = start(spawn, state)
+    a.req("app.update", {"phase": "background"})
+    now = a.advance(0)[0]["wallClockMs"]
+    a.ev("s1", "task_started", sentAt=now - 300)
+    _, n = a.ev("s1", "approval_request", requestId="r1", sentAt=now - 1200, **BASH)
+    assert len(only(n, "notification.post")) == 1
+    _, n = a.ev("s2", "task_started", sentAt=now - 100)
+    lat = a.req("metrics.get")[0]["notificationLatencyMs"]
+    assert lat["count"] >= 1 and lat["max"] == 1200
+    kill9(a)  # agent.event answers after its snapshot is committed
+
+    b, _ = start(spawn, state)
+    assert b.req("metrics.get")[0]["notificationLatencyMs"] == lat
+
+
 # --- background limits -----------------------------------------------------------
 
 def test_background_expiry_posts_task_paused_and_the_checkpoint_survives_kill9(spawn, tmp_path):
@@ -325,6 +364,9 @@ def test_background_expiry_posts_task_paused_and_the_checkpoint_survives_kill9(s
     assert rec["processingSessions"] == ["s1"]
     s = b.req("session.get", {"sessionId": "s1"})[0]["session"]
     assert s["status"] == "processing" and s["operation"] == "Running tests"
+    assert s["message"] == "Paused - open app to continue"  # the checkpoint, not just the state before it
+    shown = b.req("activity.get")[0]["activity"]
+    assert shown["sessionId"] == "s1" and "Paused - open app to continue" in shown["rendered"]["lockScreen"]
     m = b.req("metrics.get")[0]
     assert m["counters"]["backgroundTaskExpired"] == 1
 

@@ -11,6 +11,7 @@ drives it as another socket client (the phone), like a real deployment.
 import json
 import os
 import queue
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -71,12 +72,13 @@ class HookProcess:
 class SocketServer:
     """The server behind a unix socket, plus a control connection for the test."""
 
-    def __init__(self, path):
+    def __init__(self, path, state=None):
         self.path = path
         self._ids = 0
         self._replies = queue.Queue()
         self.notes = []
-        self.proc = subprocess.Popen([binary(), "serve", "--ephemeral", "--manual-clock", "--no-stdio",
+        where = ["--state-dir", state] if state else ["--ephemeral"]
+        self.proc = subprocess.Popen([binary(), "serve", *where, "--manual-clock", "--no-stdio",
                                       "--listen", f"unix:{path}"],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 10
@@ -91,8 +93,8 @@ class SocketServer:
                 self.ctl.close()
                 time.sleep(0.02)
         threading.Thread(target=self._read, daemon=True).start()
-        self.request("initialize", {"clientInfo": {"name": "test_hook", "version": "1"}, "capabilities": {},
-                                    "deviceId": "iphone"})
+        self.init = self.request("initialize", {"clientInfo": {"name": "test_hook", "version": "1"}, "capabilities": {},
+                                                "deviceId": "iphone"})
 
     def _read(self):
         buf = b""
@@ -168,9 +170,7 @@ def sockdir():
     # Unix socket paths are limited to ~107 bytes: keep it short.
     d = tempfile.mkdtemp(prefix="cbh", dir="/tmp")
     yield d
-    for f in os.listdir(d):
-        os.unlink(os.path.join(d, f))
-    os.rmdir(d)
+    shutil.rmtree(d)
 
 
 @pytest.fixture
@@ -475,6 +475,43 @@ def test_killed_hook_cancels_its_permission_request(srv):
     r = srv.request("approval.respond", {"requestId": a["requestId"], "decision": "allow", "deviceId": "iphone"})
     assert r["status"] == "alreadyResolved"
     assert srv.request("ping") == {} and srv.proc.poll() is None
+
+
+def test_a_hook_request_restored_by_a_restart_is_cancelled(sockdir):
+    """kill -9 while a hook waits: the hook loses its connection (Claude Code
+    asks in the terminal). The restarted server restores the approval but no
+    hook can hear an answer any more: it is cancelled, not left on the phone."""
+    path, state = os.path.join(sockdir, "cb.sock"), os.path.join(sockdir, "state")
+    a_srv = SocketServer(path, state=state)
+    try:
+        run_hook(hook_input("UserPromptSubmit", prompt="Deploy staging"), path)
+        h = HookProcess(permission(), path, "--timeout", "50")
+        a = a_srv.wait_pending()[0]
+        a_srv.proc.kill()
+        a_srv.proc.wait(timeout=10)
+        code, out, err, _ = h.finish()
+        assert code == 0 and out == "", (code, out, err)  # no decision: Claude Code asks in the terminal
+    finally:
+        a_srv.close()
+    b_srv = SocketServer(path, state=state)
+    try:
+        rec = b_srv.init["recovered"]
+        assert rec["restored"] is True and rec["pendingApprovals"] == 0
+        assert b_srv.pending() == []
+        wait_until(lambda: notes_since(b_srv, 0, "approval.resolved"), "no approval.resolved after the restart")
+        assert notes_since(b_srv, 0, "approval.resolved") == [
+            {"requestId": a["requestId"], "sessionId": SID, "decision": "cancelled", "by": None}]
+        r = b_srv.request("approval.respond", {"requestId": a["requestId"], "decision": "allow"})
+        assert r["status"] == "alreadyResolved"
+        # A new PermissionRequest on the restarted server is waited for as usual.
+        h2 = HookProcess(permission("terraform plan"), path, "--timeout", "50")
+        (p,) = b_srv.wait_pending()
+        assert p["requestId"] != a["requestId"]
+        b_srv.request("approval.respond", {"requestId": p["requestId"], "decision": "allow"})
+        code, out, _, _ = h2.finish()
+        assert code == 0 and json.loads(out)["hookSpecificOutput"]["decision"] == {"behavior": "allow"}
+    finally:
+        b_srv.close()
 
 
 def test_closed_connections_without_a_waiting_permission_change_nothing(srv):

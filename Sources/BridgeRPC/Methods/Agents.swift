@@ -23,6 +23,15 @@ extension MethodTable {
                 host.apply(.agent(AgentEvent(sessionId: a.sessionId, kind: .approvalCancelled(requestId: rid))))
             }
         }
+        env.afterRecovery.append { [state, unowned host] in
+            // A hook's PermissionRequest restored from an earlier run: its hook
+            // went with that process's connection (Claude Code asks in the
+            // terminal instead), so no answer could reach it.
+            for a in host.engine.pendingApprovals where state.ids.isForeign(a.requestId, kind: "hook") {
+                Log.info("restored \(a.requestId): its hook is gone with the previous run; cancelled")
+                host.apply(.agent(AgentEvent(sessionId: a.sessionId, kind: .approvalCancelled(requestId: a.requestId))))
+            }
+        }
 
         onAsync("agent.hook") { p, ctx, reply in
             var m = try ClaudeHookAdapter.map(p.raw, engine: host.engine, ids: &state.ids)

@@ -195,7 +195,9 @@ extension MethodTable {
         // and the report below counts what is left.
         if restored {
             host.apply(.tick)
+            for h in env.afterRecovery { h() }
             report.queuedDecisions = host.engine.state.connection.queuedDecisions.count
+            report.pendingApprovals = host.engine.pendingApprovals.count
         }
 
         // MARK: forgetting finished sessions (hourly, and now for a restart)
