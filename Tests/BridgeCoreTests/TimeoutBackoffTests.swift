@@ -20,7 +20,11 @@ struct TimeoutBackoffTests {
         #expect(b.nominalDelayMs(attempt: 5000) == 3_600_000)
         #expect(b.delayMs(attempt: .max, seed: 9)! <= 3_600_000)
         let big = try Backoff(baseMs: .max, factor: 1, capMs: .max, jitter: .proportional(1))
-        #expect(big.delayMs(attempt: 1, seed: 3)! <= .max)
+        // Jitter around UInt64.max reaches past 2^64: those draws clamp to
+        // .max (no trap), the others still spread below it.
+        let draws = (0..<64).map { big.delayMs(attempt: 1, seed: $0)! }
+        #expect(draws.contains(.max))
+        #expect(draws.contains { $0 < .max / 2 })
     }
 
     @Test("same seed and attempt give the same delay; seeds differ")
