@@ -263,7 +263,36 @@ struct TimeBench: ParsableCommand {
             print(String(format: "p99 in the %d trials without host steal: worst %.3f ms (target p99 <= 2 ms: %@)",
                          calm.count, worst, worst <= 2 ? "met" : "NOT met"))
         }
+        let d = latenessDispatch()
+        print(pad("baseline: DispatchQueue.asyncAfter", 42) + String(format: "%6.3f   %6.3f   %6.3f  %5d  %@",
+                                                                   d.p50, d.p99, d.max, d.early, "(its own thread: no RPC, nothing else pending)"))
         print("\"early\" = fired before the requested delay had passed in real time; host steal = time the VM's vCPUs were not running during the trial (/proc/stat).")
+    }
+
+    /// The same 1,000 timeouts due within a second on a serial DispatchQueue.
+    /// Easier than ours: its own thread, no RPC to serve, no million pending.
+    func latenessDispatch() -> Lateness {
+        let n = lateness
+        var rng = SplitMix64(seed: 99)
+        let q = DispatchQueue(label: "cb-bench.lateness")
+        let done = DispatchSemaphore(value: 0)
+        /// Touched only on `q` (serial), then read after `done`.
+        final class Record: @unchecked Sendable { var late: [Int64] = []; var fired = 0 }
+        let rec = Record()
+        rec.late = .init(repeating: 0, count: n)
+        for i in 0..<n {
+            let delay = rng.next() % 1000
+            let due = uv_hrtime() + delay * 1_000_000
+            q.asyncAfter(deadline: .now() + .milliseconds(Int(delay))) {
+                rec.late[i] = Int64(bitPattern: uv_hrtime() &- due)
+                rec.fired += 1
+                if rec.fired == n { done.signal() }
+            }
+        }
+        done.wait()
+        let lat = q.sync { rec.late }.map { Double($0) / 1e6 }.sorted()
+        return Lateness(p50: lat[n / 2], p99: lat[min(n - 1, n * 99 / 100)], max: lat.last!,
+                        early: lat.filter { $0 < 0 }.count, callsPerSecond: 0, stealMs: 0)
     }
 
     struct Lateness { var p50, p99, max: Double; var early: Int; var callsPerSecond: Double; var stealMs: Double }
