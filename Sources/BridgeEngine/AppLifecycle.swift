@@ -73,7 +73,8 @@ extension Engine {
             let what = NotificationCategory.allCases.compactMap { c in
                 state.missedByCategory[c].map { "\(strings[c.titleKey]) (\($0))" }
             }.joined(separator: ", ")
-            let body = strings.format("banner.missed.body", String(state.missedWhileAway), what)
+            let n = String(state.missedWhileAway)
+            let body = what.isEmpty ? strings.format("banner.missed.body.count", n) : strings.format("banner.missed.body", n, what)
             state.missedWhileAway = 0
             state.missedByCategory = [:]
             effects.append(.showBanner(Banner(id: nextId("missed", "app"), style: .info, title: strings["banner.missed.title"],

@@ -38,6 +38,8 @@ public enum Localization {
         // In-app banners
         "banner.missed.title": "While you were away",
         "banner.missed.body": "%d notifications could not be shown: %@. Turn on notifications to stay informed.",
+        // (a count restored from a snapshot that did not keep the kinds)
+        "banner.missed.body.count": "%d notifications could not be shown. Turn on notifications to stay informed.",
         "banner.approval_timed_out": "Approval timed out - Claude continued",
         // Live Activity (EDGE-CASES "Localization")
         "activity.processing": "Processing",
@@ -115,10 +117,13 @@ public enum Localization {
     public static var supportedLocales: [String] { tables.keys.sorted() }
 
     /// "de-DE" and "de_CH" use "de"; unknown locales use English.
-    public static func table(for locale: String) -> [String: String] {
-        if let t = tables[locale] { return t }
+    public static func table(for locale: String) -> [String: String] { tables[tableName(for: locale)]! }
+
+    /// The key in `tables` that `locale` reads from.
+    public static func tableName(for locale: String) -> String {
+        if tables[locale] != nil { return locale }
         let lang = String(locale.prefix { $0 != "-" && $0 != "_" }).lowercased()
-        return tables[lang] ?? english
+        return tables[lang] != nil ? lang : "en"
     }
 
     public static func isSupported(_ locale: String) -> Bool {

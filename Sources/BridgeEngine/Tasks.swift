@@ -160,6 +160,7 @@ extension Engine {
         guard let a = state.activity, a.sessionId == sid else { return changed }
         guard let shownOn = a.device else {
             state.activity!.device = device // not known yet: the first device to act shows it
+            refreshActivity(sid, now: now, force: true, into: &effects) // clients learn whose it is
             return changed
         }
         if source == .app, shownOn != device {

@@ -1,26 +1,17 @@
 import BridgeCore
 
 /// Who a server->client notification is for. Clients that have not completed
-/// `initialize` never get notifications.
+/// `initialize`, or said `capabilities.notifications: false`, never get any.
 public enum Audience: Sendable, Equatable {
-    /// Every initialized client (what `env.broadcast` does).
+    /// Every client (what `env.broadcast` does): all see the same state.
     case all
-    /// One connection (`RPCContext.connectionID`).
+    /// One connection (`RPCContext.connectionID`): what was held for the first client.
     case connection(Int)
-    /// Everyone but one connection: "the other devices" after one answered.
-    case allExcept(connection: Int)
-    /// The clients that said they are this device (`initialize` deviceId).
-    case device(String)
-    /// Everyone but the clients of this device.
-    case allExceptDevice(String)
 
-    func includes(connection id: Int, device: String?) -> Bool {
+    func includes(connection id: Int) -> Bool {
         switch self {
         case .all: return true
         case .connection(let c): return c == id
-        case .allExcept(let c): return c != id
-        case .device(let d): return device == d
-        case .allExceptDevice(let d): return device != d
         }
     }
 }
@@ -43,23 +34,28 @@ public struct SlowClientPolicy: Sendable {
     public init() {}
 }
 
-/// Notifications for everyone sent while no client was initialized: the
-/// first client to complete `initialize` gets them after its reply, so what
-/// a restart fires (an expired request's queued decision not sent, a timed-out
-/// approval) reaches someone. Bounded: past `limit` the oldest go (counted).
+/// Notifications for everyone sent before the first client that takes
+/// notifications completed `initialize`: that client gets them right after
+/// its reply, so what a restart fires (an expired request's queued decision
+/// not sent, a timed-out approval) reaches someone. Only until then: later,
+/// with every client gone, notifications go nowhere as before. Bounded: past
+/// `limit` the oldest go (logged).
 struct HeldNotifications {
     static let limit = 1_000
-    private(set) var items: [(method: String, params: JSON)] = []
-    private(set) var dropped = 0
+    private var items: [(method: String, params: JSON)] = []
+    private var dropped = 0
+    private(set) var isOpen = true
 
     mutating func keep(_ method: String, _ params: JSON) {
         if items.count == Self.limit { items.removeFirst(); dropped += 1 }
         items.append((method, params))
     }
 
-    mutating func take() -> [(method: String, params: JSON)] {
-        defer { items = []; dropped = 0 }
-        if dropped > 0 { Log.warn("\(dropped) notification(s) sent before any client initialized were dropped (over \(Self.limit))") }
+    /// What was held, once; nil after the first call.
+    mutating func take() -> [(method: String, params: JSON)]? {
+        guard isOpen else { return nil }
+        defer { items = []; isOpen = false }
+        if dropped > 0 { Log.warn("\(dropped) notification(s) from before the first client were dropped (over \(Self.limit))") }
         return items
     }
 }
@@ -124,17 +120,17 @@ extension RPCServer {
     }
 
     /// Sends a notification to the initialized clients `audience` selects.
-    /// Serialised once, however many clients get it. With no client
-    /// initialized yet (a restart firing the deadlines that passed while it was
-    /// down), what is for everyone waits for the first client (`held`).
+    /// Serialised once, however many clients get it. Before the first client
+    /// (a restart firing the deadlines that passed while it was down), what is
+    /// for everyone waits for it (`held`).
     public func send(_ method: String, _ params: JSON, to audience: Audience) {
         var bytes: [UInt8] = []
-        if audience == .all, !endpoint.allConnections.contains(where: { $0.userInfo["initialized"] != nil }) {
+        if audience == .all, held.isOpen, !endpoint.allConnections.contains(where: { $0.userInfo["receivesNotifications"] != nil }) {
             held.keep(method, params)
             return
         }
-        for c in endpoint.allConnections where c.userInfo["initialized"] != nil {
-            guard audience.includes(connection: c.id, device: c.userInfo["deviceId"] as? String) else { continue }
+        for c in endpoint.allConnections where c.userInfo["receivesNotifications"] != nil {
+            guard audience.includes(connection: c.id) else { continue }
             guard c.isSocket else {
                 if !c.notify(method, params) { Log.debug("notification \(method) to connection \(c.id) dropped") }
                 continue

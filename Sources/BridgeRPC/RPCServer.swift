@@ -30,7 +30,7 @@ public final class RPCServer {
     var stdio: RPCConnection?
     /// Unix-socket listeners and their clients (Listen.swift).
     public let sockets = SocketClients()
-    /// What was broadcast before any client initialized (Listen.swift `send`).
+    /// What was broadcast before the first client (Listen.swift `send`).
     var held = HeldNotifications()
 
     public init(env: ServerEnvironment, methods: MethodTable? = nil) throws {
@@ -214,7 +214,13 @@ public final class RPCServer {
                 throw RPCError.invalidParams("invalid params: 'clientInfo.name' must be string",
                                              data: ["param": "clientInfo.name", "expected": "string", "got": .string(n.typeName)])
             }
-            _ = try p.optional("capabilities", as: [String: JSON].self)
+            let caps = try p.optional("capabilities", as: [String: JSON].self)
+            let notifications = caps?["notifications"] ?? .bool(true)
+            guard let wantsNotifications = notifications.boolValue else {
+                throw RPCError.invalidParams("invalid params: 'capabilities.notifications' must be boolean",
+                                             data: ["param": "capabilities.notifications", "expected": "boolean",
+                                                    "got": .string(notifications.typeName)])
+            }
             if let device = try p.optional("deviceId", as: String.self) {
                 guard !device.isEmpty else {
                     throw RPCError.invalidParams("invalid params: 'deviceId' must not be empty",
@@ -226,7 +232,8 @@ public final class RPCServer {
                 call.connection.userInfo["deviceIdGenerated"] = true
             }
             if let client { client.phase = .running } else { phase = .running }
-            call.connection.userInfo["initialized"] = true
+            // A client that only calls (the hook) is left out of notifications.
+            if wantsNotifications { call.connection.userInfo["receivesNotifications"] = true }
             let methodNames = (Self.builtins + methods.methodNames).sorted()
             var result: [String: JSON] = [
                 "serverInfo": ["name": .string(Self.serverName), "version": .string(BridgeEngineVersion.value)],
@@ -242,7 +249,9 @@ public final class RPCServer {
             ]
             if let d = call.connection.userInfo["deviceId"] as? String { result["deviceId"] = .string(d) }
             responder.result(.object(result))
-            for n in held.take() { send(n.method, n.params, to: .connection(call.connection.id)) }
+            if wantsNotifications, let waiting = held.take() {
+                for n in waiting { send(n.method, n.params, to: .connection(call.connection.id)) }
+            }
         } catch let e as RPCError {
             responder.error(code: e.code, message: e.message, data: e.data)
         } catch {

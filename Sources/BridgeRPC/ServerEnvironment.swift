@@ -28,10 +28,9 @@ public final class ServerEnvironment {
     /// The durable store (outbox, drafts, key-value snapshots); opened by
     /// `openStore()` (Methods/Outbox.swift) from `options`.
     public var store: Store?
-    /// Sends a notification to some of the clients: all, one connection, all
-    /// but one ("the other devices"), one device (see `Audience`). The server
-    /// sets this when it starts; before that it drops nothing because nothing
-    /// can happen before the loop runs.
+    /// Sends a notification to some of the clients: all or one connection
+    /// (see `Audience`). The server sets it before its methods register, since
+    /// recovery already sends.
     public var send: (_ audience: Audience, _ method: String, _ params: JSON) -> Void = { _, _, _ in }
     /// Sends a server->client notification to every initialized client.
     public func broadcast(_ method: String, _ params: JSON) { send(.all, method, params) }

@@ -191,8 +191,9 @@ static void compact(cb_timeouts *t) {
     }
 }
 
-/* Doubling up to 2^19 entries, then 1.5x: a million pending timeouts fill
- * 1.18M entries (52 bytes each) where doubling past 2^20 would give 88. */
+/* Doubling up to 2^19 entries, then 1.5x: growth slack stays under half, so
+ * a count just past a power of two (or a heap grown by churn) does not cost
+ * twice its entries; 1M pending fill 1.18M entries, 52 bytes each. */
 static size_t grown(size_t cap) { return cap == 0 ? 64 : cap < (1u << 19) ? cap * 2 : cap + cap / 2; }
 
 static int heap_grow(cb_timeouts *t) {

@@ -100,7 +100,7 @@ struct HookCommand: ParsableCommand {
         defer { close(fd) }
 
         let initialize: JSON = ["jsonrpc": "2.0", "id": 1, "method": "initialize",
-                                "params": ["clientInfo": ["name": "codingbridge hook", "version": "1"], "capabilities": [:]]]
+                                "params": ["clientInfo": ["name": "codingbridge hook", "version": "1"], "capabilities": ["notifications": false]]]
         let call: JSON = ["jsonrpc": "2.0", "id": 2, "method": "agent.hook", "params": .object(object)]
         guard HookIO.writeAll(fd: fd, Array((initialize.serialized() + "\n" + call.serialized() + "\n").utf8), deadline: deadline) else {
             note("could not send to \(path)")

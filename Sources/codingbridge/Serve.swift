@@ -81,7 +81,7 @@ struct Serve: ParsableCommand {
         if let s = manualClockStart {
             guard manualClock else { throw ValidationError("--manual-clock-start needs --manual-clock") }
             guard Self.unixMs(s) != nil else {
-                throw ValidationError("--manual-clock-start: '\(s)' is neither Unix milliseconds nor YYYY-MM-DDTHH:MM:SSZ")
+                throw ValidationError("--manual-clock-start: '\(s)' is neither Unix milliseconds nor a valid UTC date-time YYYY-MM-DDTHH:MM:SSZ, up to the year 9999")
             }
         }
     }
@@ -116,7 +116,10 @@ struct Serve: ParsableCommand {
     /// Unix ms from "1767225600000" or "2026-01-01T00:00:00Z" (UTC only: a
     /// test clock should not depend on the machine's time zone).
     static func unixMs(_ s: String) -> Int64? {
-        if let ms = Int64(s) { return ms >= 0 ? ms : nil }
+        // Up to 9999-12-31T23:59:59.999Z: the engine adds hours and days to
+        // the clock, which must not overflow.
+        let maxMs: Int64 = 253_402_300_799_999
+        if let ms = Int64(s) { return (0...maxMs).contains(ms) ? ms : nil }
         let b = Array(s.utf8)
         guard b.count == 20, b[4] == 0x2D, b[7] == 0x2D, b[10] == 0x54, b[13] == 0x3A, b[16] == 0x3A, b[19] == 0x5A else { return nil }
         func num(_ r: Range<Int>) -> Int32? {
@@ -130,7 +133,10 @@ struct Serve: ParsableCommand {
         var t = tm()
         t.tm_year = y - 1900; t.tm_mon = mo - 1; t.tm_mday = d
         t.tm_hour = h; t.tm_min = mi; t.tm_sec = sec
-        let secs = timegm(&t)
-        return secs >= 0 ? Int64(secs) * 1000 : nil
+        var secs = timegm(&t)
+        // timegm normalises 2026-02-31 to March 3rd: such a date is refused.
+        var back = tm()
+        guard secs >= 0, gmtime_r(&secs, &back) != nil, back.tm_mon == mo - 1, back.tm_mday == d else { return nil }
+        return Int64(secs) * 1000
     }
 }

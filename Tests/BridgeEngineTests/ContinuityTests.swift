@@ -182,6 +182,20 @@ extension Array where Element == Effect {
         #expect(fg.effects.banners.filter { $0.title == Strings(locale: "de")["banner.missed.title"] }.count == 1)
     }
 
+    @Test("a snapshot that kept only the missed count (no kinds) still gets its banner, without an empty list")
+    func missedCountWithoutKinds() {
+        var h = Harness(background: true)
+        h.send(.app(AppUpdate(notificationPermission: .denied)))
+        h.agent("s1", .taskStarted(prompt: nil))
+        h.agent("s1", .taskCompleted(summary: nil))
+        guard case .object(var global) = h.engine.snapshotGlobal() else { Issue.record("global is not an object"); return }
+        global["missedByCategory"] = nil
+        var fresh = Engine(services: Harness.services)
+        _ = fresh.restore(EngineSnapshot(sessions: [], global: .object(global)), now: h.now)
+        let fg = fresh.apply(.app(AppUpdate(phase: .foreground)), now: h.now)
+        #expect(fg.effects.banners.map(\.body) == ["1 notifications could not be shown. Turn on notifications to stay informed."])
+    }
+
     /// A restart in the middle of an outage goes on with the same schedule:
     /// retry 4 at its planned time (or at once if that passed while down),
     /// and the attempt limit counts the attempts made before the restart.

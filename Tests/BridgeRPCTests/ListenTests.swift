@@ -88,26 +88,26 @@ private extension Dictionary where Key == String, Value == JSON {
 private func lines(_ s: String) -> [JSON] { s.split(separator: "\n").compactMap { JSON.parse(String($0)) } }
 
 @Suite(.serialized) struct ListenTests {
-    @Test func audienceSelectsConnectionsAndDevices() throws {
+    @Test("audience: all or one connection; never a client that did not initialize or said notifications: false")
+    func audienceSelectsConnections() throws {
         let h = try SocketHarness()
         let a = h.connect(), b = h.connect(), c = h.connect()
         let quiet = h.connect() // never initialized: never notified
+        let caller = h.connect() // only calls (the hook)
         _ = h.request(a, 1, "initialize", ["deviceId": "iphone"])
         _ = h.request(b, 1, "initialize", ["deviceId": "ipad"])
         _ = h.request(c, 1, "initialize", ["deviceId": "ipad"])
+        #expect(h.request(caller, 1, "initialize", ["capabilities": ["notifications": false]])?["result"] != nil)
         let ids = h.server.endpoint.allConnections.map(\.id) // accepted in order
         func who(_ audience: Audience) -> [Bool] {
             h.server.env.send(audience, "approval.resolved", ["requestId": "r1"])
-            return [a, b, c, quiet].map { fd in
+            return [a, b, c, quiet, caller].map { fd in
                 lines(h.read(fd) ?? "").contains { $0["method"] == "approval.resolved" && $0["params"]?["requestId"] == "r1" }
             }
         }
-        #expect(who(.all) == [true, true, true, false])
-        #expect(who(.connection(ids[1])) == [false, true, false, false])
-        #expect(who(.allExcept(connection: ids[0])) == [false, true, true, false])
-        #expect(who(.device("ipad")) == [false, true, true, false])
-        #expect(who(.allExceptDevice("ipad")) == [true, false, false, false])
-        #expect(who(.device("watch")) == [false, false, false, false])
+        #expect(who(.all) == [true, true, true, false, false])
+        #expect(who(.connection(ids[1])) == [false, true, false, false, false])
+        #expect(who(.connection(ids[4])) == [false, false, false, false, false])
     }
 
     @Test func eachSocketClientHasItsOwnLifecycleAndDevice() throws {

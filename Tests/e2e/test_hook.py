@@ -72,7 +72,7 @@ class HookProcess:
 class SocketServer:
     """The server behind a unix socket, plus a control connection for the test."""
 
-    def __init__(self, path, state=None):
+    def __init__(self, path, state=None, initialize=True):
         self.path = path
         self._ids = 0
         self._replies = queue.Queue()
@@ -93,6 +93,10 @@ class SocketServer:
                 self.ctl.close()
                 time.sleep(0.02)
         threading.Thread(target=self._read, daemon=True).start()
+        if initialize:
+            self.initialize()
+
+    def initialize(self):
         self.init = self.request("initialize", {"clientInfo": {"name": "test_hook", "version": "1"}, "capabilities": {},
                                                 "deviceId": "iphone"})
 
@@ -493,8 +497,14 @@ def test_a_hook_request_restored_by_a_restart_is_cancelled(sockdir):
         assert code == 0 and out == "", (code, out, err)  # no decision: Claude Code asks in the terminal
     finally:
         a_srv.close()
-    b_srv = SocketServer(path, state=state)
+    b_srv = SocketServer(path, state=state, initialize=False)
     try:
+        # A hook comes first: it only calls (capabilities.notifications false),
+        # so what the restart fired is still held for the app.
+        code, _, _, _ = run_hook(hook_input("PostToolUse", tool_name="Read", tool_input={"file_path": "a.py"},
+                                            tool_response={}), path)
+        assert code == 0
+        b_srv.initialize()
         rec = b_srv.init["recovered"]
         assert rec["restored"] is True and rec["pendingApprovals"] == 0
         assert b_srv.pending() == []

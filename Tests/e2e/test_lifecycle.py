@@ -41,6 +41,9 @@ def test_initialize_checks_param_types(raw_server):
         raw_server.request("initialize", {"clientInfo": "me"})
     assert e.value.code == -32602
     assert e.value.data["param"] == "clientInfo"
+    with pytest.raises(RPCFailure) as e:
+        raw_server.request("initialize", {"capabilities": {"notifications": "no"}})
+    assert e.value.code == -32602 and e.value.data["param"] == "capabilities.notifications"
     # still uninitialized, and a correct initialize works afterwards
     raw_server.initialize()
     assert raw_server.request("debug.echo", {"value": 3}) == {"value": 3}

@@ -67,12 +67,6 @@ public struct AgentIdSource {
         n &+= 1
         return "\(kind)-\(prefix)-\(n)"
     }
-
-    /// Whether `id` was made for `kind` by another server (an earlier run
-    /// with the same state directory): whoever waited on it is gone.
-    public func isForeign(_ id: String, kind: String) -> Bool {
-        id.hasPrefix(kind + "-") && !id.hasPrefix("\(kind)-\(prefix)-")
-    }
 }
 
 /// Envelope checks shared by the three adapters; each failure is a -32602

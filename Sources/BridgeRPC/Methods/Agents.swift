@@ -12,8 +12,22 @@ extension MethodTable {
     func registerAgents(_ env: ServerEnvironment) throws {
         let host = env.engine
         let state = AgentAdapterState()
+        // The requests a hook waits on, kept durably (key: request id) so a
+        // restart knows which restored approvals have nobody listening.
+        let waitingNS = "hook.waiting"
+        weak let durable = env.options.ephemeral ? nil : env.store
+        func remember(_ rid: String, _ sid: String) {
+            do { try durable?.put(.json(["sessionId": .string(sid)]), namespace: waitingNS, key: rid, nowMs: host.now) } catch {
+                Log.warn("hook request \(rid) not recorded: \(error)")
+            }
+        }
+        func forget(_ rid: String) {
+            do { _ = try durable?.delete(namespace: waitingNS, key: rid) } catch { Log.warn("hook request \(rid) not forgotten: \(error)") }
+        }
         host.observers.append { [state] effect in
-            if case let .approvalResolved(rid, _, decision, by) = effect { state.resolve(rid, decision, by: by) }
+            guard case let .approvalResolved(rid, _, decision, by) = effect else { return }
+            if state.isWaiting(rid) { forget(rid) }
+            state.resolve(rid, decision, by: by)
         }
         env.onConnectionClosed.append { [state, unowned host] connection in
             // Nobody is left to act on these decisions: stop asking the phone.
@@ -23,13 +37,16 @@ extension MethodTable {
                 host.apply(.agent(AgentEvent(sessionId: a.sessionId, kind: .approvalCancelled(requestId: rid))))
             }
         }
-        env.afterRecovery.append { [state, unowned host] in
+        env.afterRecovery.append { [unowned host] in
             // A hook's PermissionRequest restored from an earlier run: its hook
             // went with that process's connection (Claude Code asks in the
             // terminal instead), so no answer could reach it.
-            for a in host.engine.pendingApprovals where state.ids.isForeign(a.requestId, kind: "hook") {
-                Log.info("restored \(a.requestId): its hook is gone with the previous run; cancelled")
-                host.apply(.agent(AgentEvent(sessionId: a.sessionId, kind: .approvalCancelled(requestId: a.requestId))))
+            let earlier = (try? durable?.entries(namespace: waitingNS)) ?? []
+            for (rid, _) in earlier {
+                forget(rid)
+                guard let a = host.engine.pendingApprovals.first(where: { $0.requestId == rid }) else { continue }
+                Log.info("restored \(rid): its hook is gone with the previous run; cancelled")
+                host.apply(.agent(AgentEvent(sessionId: a.sessionId, kind: .approvalCancelled(requestId: rid))))
             }
         }
 
@@ -61,6 +78,7 @@ extension MethodTable {
                 // Nothing to wait for (cannot normally happen: ids are fresh).
                 return reply(.success(AgentMethods.decided(applied, rid, nil, by: nil, host)))
             }
+            if let sid = m.sessionId { remember(rid, sid) }
             state.wait(rid, connection: ctx.connectionID) { resolution, by in
                 reply(.success(AgentMethods.decided(applied, rid, resolution, by: by, host)))
             }
@@ -90,6 +108,8 @@ final class AgentAdapterState {
         connectionOf[rid] = connection
         byConnection[connection, default: []].insert(rid)
     }
+
+    func isWaiting(_ rid: String) -> Bool { waiting[rid] != nil }
 
     func resolve(_ rid: String, _ r: ApprovalResolution, by: String?) {
         forget(rid)

@@ -5,12 +5,14 @@ extension MethodTable {
     /// Elapsed-time text and the test clock.
     func registerTime(_ env: ServerEnvironment) throws {
         let maxAdvanceMs: Int64 = 366 * 86_400_000
-        // The words of each locale's table (English for what it lacks), built once.
+        // The words of each table (English for what it lacks), built once;
+        // keyed by table, not by the client's locale string, so it stays small.
         var formatters: [String: ElapsedFormatter] = [:]
         func formatter(_ locale: String) -> ElapsedFormatter {
-            if let f = formatters[locale] { return f }
-            let f = ElapsedFormatter(words: .init(table: Localization.table(for: locale)))
-            formatters[locale] = f
+            let name = Localization.tableName(for: locale)
+            if let f = formatters[name] { return f }
+            let f = ElapsedFormatter(words: .init(table: Localization.tables[name]!))
+            formatters[name] = f
             return f
         }
 
