@@ -78,8 +78,8 @@ extension Engine {
     static let compactNameLimit = 12
     public static let longTaskThreshold: Millis = 3_600_000
 
-    /// The content for a session at `now`, with rendered strings.
-    public func activityContent(for s: Session, now: Millis) -> ActivityContent {
+    /// The content for a session at `now`, with rendered strings, as shown on `device`.
+    public func activityContent(for s: Session, device: String?, now: Millis) -> ActivityContent {
         let name = displayName(s)
         let statusKey: String
         let indicatorKey: String
@@ -132,15 +132,14 @@ extension Engine {
             operation: s.operation, progress: s.progress, progressText: progressText, startedAt: s.startedAt,
             elapsedSeconds: elapsed, approval: approval, message: s.message,
             rendered: .init(compact: compact, expanded: expanded.joined(separator: "\n"),
-                            lockScreen: lock.joined(separator: "\n")))
+                            lockScreen: lock.joined(separator: "\n")),
+            device: device)
     }
 
     /// Current activity content, re-rendered at `now` (for `activity.get`).
     public func currentActivity(now: Millis) -> ActivityContent? {
         guard let a = state.activity, let s = state.sessions[a.sessionId] else { return nil }
-        var c = activityContent(for: s, now: now)
-        c.device = a.device
-        return c
+        return activityContent(for: s, device: a.device, now: now)
     }
 
     /// Sends an update if the activity belongs to `sessionId` and what it shows changed.
@@ -153,8 +152,7 @@ extension Engine {
         if !force, o.status == s.status, o.operation == s.operation, o.progress == s.progress, o.message == s.message,
            o.startedAt == s.startedAt, o.projectPath == s.projectPath,
            o.approval?.requestId == s.pendingApprovals.last?.requestId, o.projectName == displayName(s) { return }
-        var c = activityContent(for: s, now: now)
-        c.device = a.device
+        let c = activityContent(for: s, device: a.device, now: now)
         guard !c.sameState(as: a.content) else { return }
         state.activity!.content = c
         effects.append(.updateActivity(c))
@@ -169,8 +167,7 @@ extension Engine {
             if a.sessionId == sessionId { refreshActivity(sessionId, now: now, into: &effects); return }
             endActivity(now: now, into: &effects)
         }
-        var c = activityContent(for: s, now: now)
-        c.device = state.app.device ?? s.activeDevice
+        let c = activityContent(for: s, device: state.app.device ?? s.activeDevice, now: now)
         state.activity = LiveActivity(sessionId: sessionId, startedAt: now, device: c.device, content: c)
         state.metrics.count(.liveActivityStarted)
         effects.append(.startActivity(c))
@@ -179,8 +176,7 @@ extension Engine {
     /// Ends the activity with its final content; `message` overrides the line shown.
     mutating func endActivity(now: Millis, message: String? = nil, into effects: inout [Effect]) {
         guard let a = state.activity else { return }
-        var c = state.sessions[a.sessionId].map { activityContent(for: $0, now: now) } ?? a.content
-        c.device = a.device
+        var c = state.sessions[a.sessionId].map { activityContent(for: $0, device: a.device, now: now) } ?? a.content
         if let message {
             c.message = message
             c.rendered.lockScreen += "\n" + message

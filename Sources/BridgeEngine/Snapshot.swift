@@ -281,8 +281,7 @@ extension Engine {
         // Queued decisions whose request is gone are settled on the next apply.
         report.queuedDecisions = state.connection.queuedDecisions.count
         if let a = snap.global?["activity"], let sid = a.str("sessionId"), let s = state.sessions[sid] {
-            var c = activityContent(for: s, now: now)
-            c.device = a.str("device")
+            let c = activityContent(for: s, device: a.str("device"), now: now)
             state.activity = LiveActivity(sessionId: sid, startedAt: a.int("startedAt") ?? now, device: c.device, content: c)
         }
         // The badge the device shows is whatever was last sent; resend it.

@@ -71,11 +71,19 @@ struct TimeBench: ParsableCommand {
 
     // MARK: - cb_timeouts, C API (a uint64 token per timeout, no closures)
 
-    func benchCTokens(_ delays: [UInt64], _ order: [Int]) -> Row {
+    static let noop: cb_timeout_fn = { _, _, _ in }
+
+    /// A C scheduler on its own loop, closed after `body`.
+    func withCTimeouts(_ body: (OpaquePointer?) -> Row) -> Row {
         var t: OpaquePointer?
         let loop = EventLoop()
         precondition(cb_timeouts_new(loop.uv, CB_CLOCK_SYSTEM, &t) == 0)
-        let fn: cb_timeout_fn = { _, _, _ in }
+        defer { withExtendedLifetime(loop) { cb_timeouts_close(t) } }
+        return body(t)
+    }
+
+    func benchCTokens(_ delays: [UInt64], _ order: [Int]) -> Row { withCTimeouts { t in
+        let fn = Self.noop
         var ids = [cb_timeout_id](repeating: 0, count: delays.count)
         let s = seconds {
             ids.withUnsafeMutableBufferPointer { ids in
@@ -87,19 +95,15 @@ struct TimeBench: ParsableCommand {
         let bytes = Double(cb_timeouts_memory(t)) / Double(delays.count)
         let c = seconds { for i in order { _ = cb_timeouts_cancel(t, ids[i]) } }
         precondition(cb_timeouts_pending(t) == 0)
-        cb_timeouts_close(t)
         return Row(name: "cb_timeouts (C, token per timeout)", schedule: Double(delays.count) / s,
                    cancel: Double(delays.count) / c, bytes: bytes, note: "heap+slots incl. growth slack")
-    }
+    } }
 
     /// The count held steady: each step cancels a random pending timeout and
     /// schedules a new one, so both run with the full count pending and the
     /// heap fills with tombstones. Bytes per pending timeout after `count` steps.
-    func benchCChurn(_ delays: [UInt64], _ order: [Int]) -> Row {
-        var t: OpaquePointer?
-        let loop = EventLoop()
-        precondition(cb_timeouts_new(loop.uv, CB_CLOCK_SYSTEM, &t) == 0)
-        let fn: cb_timeout_fn = { _, _, _ in }
+    func benchCChurn(_ delays: [UInt64], _ order: [Int]) -> Row { withCTimeouts { t in
+        let fn = Self.noop
         var ids = [cb_timeout_id](repeating: 0, count: delays.count)
         for i in 0..<delays.count { _ = cb_timeouts_schedule(t, delays[i], fn, nil, &ids[i]) }
         var sched = 0.0, canc = 0.0
@@ -114,10 +118,9 @@ struct TimeBench: ParsableCommand {
         }
         precondition(cb_timeouts_pending(t) == delays.count)
         let bytes = Double(cb_timeouts_memory(t)) / Double(delays.count)
-        cb_timeouts_close(t)
         return Row(name: "cb_timeouts (C), churn at the full count", schedule: Double(delays.count) / sched,
                    cancel: Double(delays.count) / canc, bytes: bytes, note: "64k cancels then 64k schedules, repeated")
-    }
+    } }
 
     // MARK: - TimeoutScheduler, token per timeout (no closure allocation)
 

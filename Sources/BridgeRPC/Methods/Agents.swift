@@ -26,8 +26,7 @@ extension MethodTable {
         }
         host.observers.append { [state] effect in
             guard case let .approvalResolved(rid, _, decision, by) = effect else { return }
-            if state.isWaiting(rid) { forget(rid) }
-            state.resolve(rid, decision, by: by)
+            if state.resolve(rid, decision, by: by) { forget(rid) }
         }
         env.onConnectionClosed.append { [state, unowned host] connection in
             // Nobody is left to act on these decisions: stop asking the phone.
@@ -109,12 +108,13 @@ final class AgentAdapterState {
         byConnection[connection, default: []].insert(rid)
     }
 
-    func isWaiting(_ rid: String) -> Bool { waiting[rid] != nil }
-
-    func resolve(_ rid: String, _ r: ApprovalResolution, by: String?) {
+    /// Answers the hooks waiting on `rid`; whether there were any.
+    @discardableResult
+    func resolve(_ rid: String, _ r: ApprovalResolution, by: String?) -> Bool {
         forget(rid)
-        guard let ks = waiting.removeValue(forKey: rid) else { return }
+        guard let ks = waiting.removeValue(forKey: rid) else { return false }
         for k in ks { k(r, by) }
+        return true
     }
 
     /// The requests a closed connection was waiting for (its waiters stay
