@@ -1,4 +1,5 @@
 import BridgeCore
+import BridgeEngine
 import BridgeRPC
 #if canImport(Glibc)
 import Glibc
@@ -7,7 +8,8 @@ import Glibc
 // libFuzzer target over the whole method dispatch: every input becomes a
 // sequence of JSON-RPC messages sent to a fresh, real server (in-process
 // client, manual clock, in-memory store). The oracle: nothing crashes (ASan),
-// every request with an id gets exactly one well-formed response, error codes
+// every request with an id gets exactly one well-formed response (a hook's
+// PermissionRequest once its approval times out on the manual clock), error codes
 // are JSON-RPC's or application ones (-32000...-32099) with a `data` object,
 // and the server still answers `ping` afterwards.
 //
@@ -257,7 +259,15 @@ func runOne(_ h: Harness, _ input: ArraySlice<UInt8>) {
             }
             let msg: JSON = ["jsonrpc": "2.0", "id": .int(id), "method": .string(m), "params": params]
             let text = msg.serialized()
-            check(exchange(client, h.env, text + "\n", expect: [id]), expectIds: [id], text)
+            var replies = exchange(client, h.env, text + "\n", expect: [id])
+            if m == "agent.hook", !replies.contains(where: { $0["method"] == nil && $0["id"]?.intValue == id }) {
+                // A PermissionRequest answers only when its approval resolves:
+                // past the longest approval timeout it must have (timed out).
+                let advance: JSON = ["jsonrpc": "2.0", "id": "clock", "method": "debug.advanceClock",
+                                     "params": ["ms": .int(Int64(Settings.approvalTimeoutRange.upperBound) * 1000 + 1000)]]
+                replies += exchange(client, h.env, advance.serialized() + "\n", expect: [id])
+            }
+            check(replies, expectIds: [id], text)
             id += 1
         }
     }
