@@ -68,14 +68,15 @@ func object(_ b: inout Bytes, depth: Int) -> JSON {
 /// Sends text and collects replies. Async handlers (durable writes) answer
 /// when the store commits at the end of a loop turn; with no stdio keeping the
 /// loop alive, the turn end is the store's `flush()` (what its loop hook calls).
+/// Ids of the responses among `replies` (server->client notifications skipped).
+func replyIds(_ replies: [JSON]) -> Set<Int64> {
+    Set(replies.compactMap { $0["method"] == nil ? $0["id"]?.intValue : nil })
+}
+
 func exchange(_ client: InProcessClient, _ env: ServerEnvironment, _ text: String, expect: Set<Int64>) -> [JSON] {
     var replies = client.messages(client.send(text))
     var turns = 0
-    func answered() -> Bool {
-        let ids = Set(replies.compactMap { $0["method"] == nil ? $0["id"]?.intValue : nil })
-        return expect.isSubset(of: ids)
-    }
-    while !answered() && turns < 3 {
+    while !expect.isSubset(of: replyIds(replies)) && turns < 3 {
         env.store?.flush()
         _ = env.loop.runOnce()
         replies += client.messages(client.takeOutput())
@@ -260,7 +261,7 @@ func runOne(_ h: Harness, _ input: ArraySlice<UInt8>) {
             let msg: JSON = ["jsonrpc": "2.0", "id": .int(id), "method": .string(m), "params": params]
             let text = msg.serialized()
             var replies = exchange(client, h.env, text + "\n", expect: [id])
-            if m == "agent.hook", !replies.contains(where: { $0["method"] == nil && $0["id"]?.intValue == id }) {
+            if m == "agent.hook", !replyIds(replies).contains(id) {
                 // A PermissionRequest answers only when its approval resolves:
                 // past the longest approval timeout it must have (timed out).
                 let advance: JSON = ["jsonrpc": "2.0", "id": "clock", "method": "debug.advanceClock",
