@@ -103,6 +103,16 @@ void cb_store_set_wakeup(cb_store_t *s, int64_t delay_ms);
 /* Asks for an on_commit callback at the end of this turn even with nothing to
  * commit (replies held for read-after-write consistency use this). */
 void cb_store_request_turn_end(cb_store_t *s);
+/* 1 when the end of this turn will commit or call on_commit: writes are
+ * waiting, a turn end was requested, or a failed write must be reported. */
+int cb_store_turn_pending(const cb_store_t *s);
+/* Ends the turn by hand (no loop attached, or startup): commits and clears
+ * the request for a turn end; 0 or the commit's error. */
+int cb_store_end_turn(cb_store_t *s);
+/* Called (with the attach data) at the end of a pending turn, right before
+ * its commit, so writes coalesced over the turn join that commit. */
+typedef void (*cb_store_before_commit_cb)(void *data);
+void cb_store_set_before_commit(cb_store_t *s, cb_store_before_commit_cb before);
 
 /* Fault injection for tests: lets the database grow by at most `pages` more
  * pages (PRAGMA max_page_count), after which writes fail as on a full disk. */

@@ -22,19 +22,25 @@ public enum LogLevel: String, CaseIterable, Comparable, Sendable {
     public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rank < b.rank }
 }
 
-/// The process-wide stderr logger (used on the loop thread only).
-public enum Log {
-    nonisolated(unsafe) public static var level: LogLevel = .info
+/// A stderr logger handed to whoever logs (the server takes it from its
+/// options): a value, so two servers in one process (tests) keep their own
+/// levels and nothing global is overwritten.
+public struct Logger: Sendable {
+    public var level: LogLevel
 
-    public static func enabled(_ l: LogLevel) -> Bool { l <= level }
+    public init(level: LogLevel = .info) { self.level = level }
 
-    public static func write(_ l: LogLevel, _ message: @autoclosure () -> String) {
+    /// Logs nothing (fuzzers, benchmarks).
+    public static let silent = Logger(level: .error)
+
+    public func enabled(_ l: LogLevel) -> Bool { l <= level }
+
+    public func write(_ l: LogLevel, _ message: @autoclosure () -> String) {
         guard enabled(l) else { return }
-        let line = "codingbridge[\(l.rawValue)]: \(message())\n"
-        fputs(line, stderr)
+        fputs("codingbridge[\(l.rawValue)]: \(message())\n", stderr)
     }
-    public static func error(_ m: @autoclosure () -> String) { write(.error, m()) }
-    public static func warn(_ m: @autoclosure () -> String) { write(.warn, m()) }
-    public static func info(_ m: @autoclosure () -> String) { write(.info, m()) }
-    public static func debug(_ m: @autoclosure () -> String) { write(.debug, m()) }
+    public func error(_ m: @autoclosure () -> String) { write(.error, m()) }
+    public func warn(_ m: @autoclosure () -> String) { write(.warn, m()) }
+    public func info(_ m: @autoclosure () -> String) { write(.info, m()) }
+    public func debug(_ m: @autoclosure () -> String) { write(.debug, m()) }
 }

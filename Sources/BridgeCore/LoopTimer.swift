@@ -6,9 +6,12 @@ import CUV
 public final class LoopTimer {
     private let handle: UnsafeMutablePointer<uv_timer_t>
     private let body: () -> Void
+    /// The loop outlives its timer, whatever order their owners go in.
+    private let loop: EventLoop
 
     public init(loop: EventLoop, everyMs: UInt64, keepsLoopAlive: Bool = false, _ body: @escaping () -> Void) {
         self.body = body
+        self.loop = loop
         handle = .allocate(capacity: 1)
         uv_timer_init(loop.uv, handle)
         handle.pointee.data = Unmanaged.passUnretained(self).toOpaque()

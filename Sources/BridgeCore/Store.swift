@@ -115,6 +115,9 @@ public final class Store {
     private var afterCommitQueue: [(StoreError?) -> Void] = []
     /// Called when the wakeup set with `scheduleWakeup(inMs:)` fires.
     public var onWakeup: (() -> Void)?
+    /// Called at the end of a pending turn right before its commit (and by
+    /// `flush()`): writes coalesced over the turn go here and join the commit.
+    public var beforeCommit: (() -> Void)?
 
     /// Opens the store in `directory` (created 0700 if missing; database file
     /// 0600), or in memory when `directory` is nil. Throws a StoreError whose
@@ -154,6 +157,12 @@ public final class Store {
     public static var supportedSchemaVersion: Int { Int(CB_STORE_SCHEMA_VERSION) }
     /// Writes waiting for the next commit.
     public var hasPendingWrites: Bool { cb_store_dirty(handle) != 0 }
+    /// The end of this turn will commit and run `afterCommit` callbacks
+    /// (writes are waiting, or someone asked for the turn end).
+    public var hasPendingTurn: Bool { cb_store_turn_pending(handle) != 0 }
+    /// Asks for the turn-end callbacks (`beforeCommit`, then the commit and
+    /// `afterCommit`) even if nothing was written yet.
+    public func requestTurnEnd() { cb_store_request_turn_end(handle) }
     /// Commits that wrote something (each one fsync).
     public var commitCount: UInt64 { cb_store_commit_count(handle) }
 
@@ -183,6 +192,9 @@ public final class Store {
             let store = Unmanaged<Store>.fromOpaque(data!).takeUnretainedValue()
             store.onWakeup?()
         }, me))
+        cb_store_set_before_commit(handle) { data in
+            Unmanaged<Store>.fromOpaque(data!).takeUnretainedValue().beforeCommit?()
+        }
         self.loop = loop
     }
 
@@ -203,7 +215,18 @@ public final class Store {
 
     /// Commits and runs the waiting `afterCommit` callbacks (what the loop
     /// hook does at the end of a turn; tests without a loop call it).
-    public func flush() { turnEnded(cb_store_commit(handle)) }
+    public func flush() { _ = endTurn() }
+
+    /// Ends the turn now, as the loop hook does: `beforeCommit`, the commit,
+    /// the `afterCommit` callbacks. Returns the commit's error.
+    @discardableResult
+    public func endTurn() -> StoreError? {
+        beforeCommit?()
+        let rc = cb_store_end_turn(handle)
+        let err = rc == 0 ? nil : lastError()
+        turnEnded(rc)
+        return err
+    }
 
     private func turnEnded(_ rc: Int32) {
         let err = rc == 0 ? nil : lastError()

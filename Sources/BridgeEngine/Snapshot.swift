@@ -129,32 +129,6 @@ enum SnapshotCoding {
         s.recomputeStatus()
         return s
     }
-
-    static func settings(_ s: Settings) -> JSON {
-        ["enableLiveActivities": .bool(s.enableLiveActivities), "enableBackgroundNotifications": .bool(s.enableBackgroundNotifications),
-         "showNotificationDetails": .bool(s.showNotificationDetails), "backgroundInLowPowerMode": .bool(s.backgroundInLowPowerMode),
-         "enableTimeSensitiveNotifications": .bool(s.enableTimeSensitiveNotifications),
-         "approvalTimeoutSeconds": .double(s.approvalTimeoutSeconds), "locale": .string(s.locale),
-         "customRedactionRules": .array(s.customRedactionRules.map {
-             ["name": .string($0.name), "pattern": .string($0.pattern), "replacement": .string($0.replacement)]
-         })]
-    }
-
-    static func settings(_ j: JSON) -> Settings {
-        var s = Settings()
-        if let v = j.bool("enableLiveActivities") { s.enableLiveActivities = v }
-        if let v = j.bool("enableBackgroundNotifications") { s.enableBackgroundNotifications = v }
-        if let v = j.bool("showNotificationDetails") { s.showNotificationDetails = v }
-        if let v = j.bool("backgroundInLowPowerMode") { s.backgroundInLowPowerMode = v }
-        if let v = j.bool("enableTimeSensitiveNotifications") { s.enableTimeSensitiveNotifications = v }
-        if let v = j["approvalTimeoutSeconds"]?.doubleValue, Settings.approvalTimeoutRange.contains(v) { s.approvalTimeoutSeconds = v }
-        if let v = j.str("locale"), Localization.isSupported(v) { s.locale = v }
-        s.customRedactionRules = j.arr("customRedactionRules").compactMap { r in
-            guard let n = r.str("name"), let p = r.str("pattern") else { return nil }
-            return RedactionRule(name: n, pattern: p, replacement: r.str("replacement") ?? "[REDACTED]")
-        }
-        return s
-    }
 }
 
 extension Engine {
@@ -169,7 +143,7 @@ extension Engine {
         let c = state.connection
         return [
             "v": 1,
-            "settings": SnapshotCoding.settings(state.settings),
+            "settings": state.settings.json,
             "app": ["phase": .string(a.phase.rawValue), "lowPowerMode": .bool(a.lowPowerMode),
                     "networkConnected": .bool(a.networkConnected), "networkType": .string(a.networkType.rawValue),
                     "notificationPermission": .string(a.notificationPermission.rawValue),
@@ -202,7 +176,7 @@ extension Engine {
         var report = RecoveryReport()
         state = EngineState()
         if let g = snap.global {
-            if let s = g["settings"] { state.settings = SnapshotCoding.settings(s); strings = Strings(locale: state.settings.locale) }
+            if let s = g["settings"] { state.settings = Settings(json: s); strings = Strings(locale: state.settings.locale) }
             if let a = g["app"] {
                 if let v = a.str("phase").flatMap(AppState.Phase.init(rawValue:)) { state.app.phase = v }
                 if let v = a.bool("lowPowerMode") { state.app.lowPowerMode = v }

@@ -2,27 +2,16 @@ import BridgeCore
 import BridgeEngine
 
 /// Runs the pure engine inside the server: takes time from `env.scheduler`
-/// (manual under `--manual-clock`), turns effects into server->client
-/// notifications, and keeps one scheduler timeout armed for the engine's next
-/// deadline. Loop thread only, like everything in the server.
+/// (manual under `--manual-clock`), hands every transition to the server's
+/// pipeline (`ServerEnvironment.afterApply`), and keeps one scheduler timeout
+/// armed for the engine's next deadline. Loop thread only, like everything
+/// in the server.
 public final class EngineHost {
     public private(set) var engine: Engine
-    /// unowned: the environment owns its engine (`ServerEnvironment.engine`);
-    /// a strong reference back made a cycle, so no server created in a process
-    /// (tests, fuzzers, benchmarks) was ever freed (LeakSanitizer found it).
+    /// unowned: the environment owns its engine (`ServerEnvironment.engine`).
     unowned let env: ServerEnvironment
     private var timer: TimeoutScheduler.Handle?
     private var timerAt: Millis?
-    /// Effects also go here (tests, the demo, issue 7's outbox); after broadcast.
-    public var observers: [(Effect) -> Void] = []
-    /// Called after every applied event with its transition, after the
-    /// effects went out (continuity: the durable snapshot, offline decisions).
-    public var afterApply: [(EngineEvent, Engine.Transition) -> Void] = []
-    /// `approval.respond` through continuity (Methods/Continuity.swift): queued
-    /// while the backend link is down, applied otherwise, answered after the
-    /// store commit. Returns true when it took the request and will `reply`.
-    public var approvalResponder: ((String, ApprovalDecision, String?, DecisionSource, @escaping RPCReply) throws -> Bool)?
-
     /// The redactor the engine uses: built-in catalog plus the custom rules of
     /// Settings, recompiled when they change (a box so the engine's closure
     /// always sees the current one).
@@ -82,9 +71,8 @@ public final class EngineHost {
     @discardableResult
     public func apply(_ event: EngineEvent) -> Engine.Transition {
         let t = engine.apply(event, now: now)
-        perform(t.effects)
+        env.afterApply(event, t)
         armTimer()
-        for h in afterApply { h(event, t) }
         return t
     }
 
@@ -97,15 +85,6 @@ public final class EngineHost {
 
     /// An app-side Analytics counter (`metrics.record`).
     public func recordAppMetric(_ m: BackgroundMetric, count: Int) { engine.recordAppMetric(m, count: count) }
-
-    private func perform(_ effects: [Effect]) {
-        guard !effects.isEmpty else { return }
-        let now = self.now
-        for e in effects {
-            env.broadcast(e.method, payload(e, now: now))
-            for o in observers { o(e) }
-        }
-    }
 
     /// The notification params for one effect.
     public func payload(_ e: Effect, now: Millis) -> JSON {

@@ -17,48 +17,64 @@ public struct ServerOptions {
     public init() {}
 }
 
-/// The shared services every method group reaches. One instance per server,
-/// created before any method is registered; each area adds its service here.
+/// The services of one server, shared by its methods and its pipeline.
+/// Created empty; `start()` (Startup.swift) opens the store and recovers,
+/// in one visible sequence, before any client is served.
 public final class ServerEnvironment {
     public let loop: EventLoop
     public let options: ServerOptions
+    public let log: Logger
     /// Every timeout (approvals, reminders, retries) on one loop timer; a
     /// manual clock under `--manual-clock`, advanced by `debug.advanceClock`.
     public let scheduler: TimeoutScheduler
-    /// The durable store (outbox, drafts, key-value snapshots); opened by
-    /// `openStore()` (Methods/Outbox.swift) from `options`.
-    public var store: Store?
-    /// Sends a notification to some of the clients: all or one connection
-    /// (see `Audience`). The server sets it before its methods register, since
-    /// recovery already sends.
-    public var send: (_ audience: Audience, _ method: String, _ params: JSON) -> Void = { _, _, _ in }
-    /// Sends a server->client notification to every initialized client.
-    public func broadcast(_ method: String, _ params: JSON) { send(.all, method, params) }
-    /// What the server reopened from durable state, reported in `initialize`'s
-    /// `recovered` (the store/engine set this; default: nothing recovered).
-    public var recovered: () -> JSON = { .object([:]) }
-    /// The redaction engine every surface text goes through (built-in catalog;
-    /// the settings layer replaces it when custom rules change).
-    public var redactor: Redactor = .builtIn
+    /// The connections and which notification reaches which.
+    public let router: NotificationRouter
+    /// Every reply leaves after the commit of what was written before it.
+    let barrier = ReplyBarrier()
+    /// The durable store (outbox, drafts, key-value snapshots), opened by `start()`.
+    public private(set) var store: Store?
+    /// The redaction engine every surface text goes through (built-in catalog
+    /// plus the custom rules of the settings).
+    public internal(set) var redactor: Redactor = .builtIn
     /// The engine (sessions, approvals, notifications), on `scheduler`'s clock.
-    public lazy var engine = EngineHost(env: self)
-    /// Run once after recovery restored the state directory and fired what
-    /// came due while down (registerContinuity), before any client is served.
-    public var afterRecovery: [() -> Void] = []
-    /// Called with the new state after `connection.update` (continuity's retry policy).
-    public var onConnectionUpdate: [(String) -> Void] = []
-    /// Called once with a connection's id (`RPCContext.connectionID`) when a
-    /// socket, stdio or in-process connection goes away while the server is
-    /// serving (EOF, error, slow-client drop, `exit`); not for the connections
-    /// the server itself closes when it stops.
-    public var onConnectionClosed: [(Int) -> Void] = []
-    /// Run once when the server stops (exit, EOF, signal), after output is flushed.
-    public var onExit: [() -> Void] = []
+    public private(set) lazy var engine = EngineHost(env: self)
+    /// Hook requests waiting for their approval to resolve.
+    let waiters: HookWaiters
+    /// Set by `start()`: engine snapshots (not with --ephemeral), the
+    /// outbox's delivery, decisions queued while the backend link is down.
+    var snapshots: SnapshotWriter?
+    var outbox: OutboxDelivery?
+    var decisions: OfflineDecisions?
+    /// What `start()` reopened, reported by `initialize` as `recovered`.
+    public internal(set) var recovered: JSON = .object([:])
 
     public init(loop: EventLoop, options: ServerOptions) {
         self.loop = loop
         self.options = options
+        self.log = Logger(level: options.logLevel)
+        self.router = NotificationRouter(log: log)
+        self.waiters = HookWaiters(log: log)
         self.scheduler = TimeoutScheduler(loop: loop, clock: options.manualClock ? .manual : .system,
                                           manualEpochMs: options.manualClockStartMs)
+    }
+
+    /// Sends a notification to the initialized clients `audience` selects.
+    public func send(_ audience: Audience, _ method: String, _ params: JSON) {
+        router.send(method, params, to: audience)
+    }
+
+    /// Sends a server->client notification to every initialized client.
+    public func broadcast(_ method: String, _ params: JSON) { router.send(method, params, to: .all) }
+
+    func attach(_ store: Store) {
+        self.store = store
+        barrier.store = store
+    }
+
+    /// Writes what is still pending (the last snapshot) and commits; the
+    /// server calls it once, when it stops.
+    func finish() {
+        snapshots?.write()
+        store?.flush()
     }
 }

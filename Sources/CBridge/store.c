@@ -372,9 +372,10 @@ int cb_store_commit(cb_store_t *s) {
 }
 
 static void turn_end(cb_store_t *s) {
-    if (!s->in_txn && !s->aborted && !s->turn_requested) return;
-    s->turn_requested = 0;
-    int rc = cb_store_commit(s);
+    if (!cb_store_turn_pending(s)) return;
+    /* Writes coalesced over the turn (the engine's snapshots) join its commit. */
+    if (s->before_commit) s->before_commit(s->hook_data);
+    int rc = cb_store_end_turn(s);
     if (s->on_commit) s->on_commit(rc, s->hook_data);
 }
 
@@ -415,6 +416,15 @@ void cb_store_set_wakeup(cb_store_t *s, int64_t delay_ms) {
 }
 
 void cb_store_request_turn_end(cb_store_t *s) { s->turn_requested = 1; }
+
+int cb_store_end_turn(cb_store_t *s) {
+    s->turn_requested = 0;
+    return cb_store_commit(s);
+}
+
+int cb_store_turn_pending(const cb_store_t *s) { return s->in_txn || s->aborted || s->turn_requested; }
+
+void cb_store_set_before_commit(cb_store_t *s, cb_store_before_commit_cb before) { s->before_commit = before; }
 
 static void hook_closed(uv_handle_t *h) {
     struct cb_store_hooks *k = h->data;

@@ -38,6 +38,7 @@ struct cb_store_s {
     struct cb_store_hooks *hooks;
     cb_store_commit_cb on_commit;
     cb_store_wakeup_cb on_wakeup;
+    cb_store_before_commit_cb before_commit;
     void *hook_data;
 };
 

@@ -131,7 +131,6 @@ final class Harness {
         options.ephemeral = true
         options.logLevel = .error
         options.maxMessageBytes = 1 << 16
-        Log.level = .error
         env = ServerEnvironment(loop: EventLoop(), options: options)
         guard let s = try? RPCServer(env: env) else { fatalError("server did not start") }
         server = s

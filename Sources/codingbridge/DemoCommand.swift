@@ -47,7 +47,6 @@ struct DemoCommand: ParsableCommand {
         options.manualClock = true
         options.ephemeral = true
         options.logLevel = .error
-        Log.level = .error
         let env = ServerEnvironment(loop: EventLoop(), options: options)
         let server = try RPCServer(env: env)
         let rpc = DemoRPC(client: server.makeInProcessClient())

@@ -20,13 +20,13 @@ struct ListenAddress: ExpressibleByArgument {
     static var defaultValueDescription: String { "unix[:PATH]" }
 
     /// The socket path; the default needs a state directory (not --ephemeral).
-    func resolve(stateDir: String?, ephemeral: Bool) throws -> String {
+    func resolve(stateDir: String?, ephemeral: Bool, log: Logger) throws -> String {
         if let path { return path }
         if ephemeral {
             throw ValidationError("--listen unix without a path needs the state directory; with --ephemeral give one: --listen unix:PATH")
         }
         let dir = ListenAddress.stateDirectory(stateDir)
-        try ListenAddress.ensurePrivateDirectory(dir)
+        try ListenAddress.ensurePrivateDirectory(dir, log: log)
         return ListenAddress.socketPath(stateDir: dir)
     }
 
@@ -41,12 +41,12 @@ struct ListenAddress: ExpressibleByArgument {
     /// Creates the state directory (and parents) 0700, or tightens an
     /// existing one we own to 0700: the socket's directory is what keeps
     /// other users from reaching it.
-    static func ensurePrivateDirectory(_ dir: String) throws {
+    static func ensurePrivateDirectory(_ dir: String, log: Logger) throws {
         var st = stat()
         if stat(dir, &st) == 0 {
             guard (st.st_mode & S_IFMT) == S_IFDIR else { throw ValidationError("\(dir) exists and is not a directory") }
             if st.st_mode & 0o077 != 0 && st.st_uid == getuid() {
-                if chmod(dir, 0o700) == 0 { Log.info("state directory \(dir) made private (0700)") }
+                if chmod(dir, 0o700) == 0 { log.info("state directory \(dir) made private (0700)") }
             }
             return
         }

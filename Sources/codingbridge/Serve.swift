@@ -30,9 +30,9 @@ struct Serve: ParsableCommand {
         socket left by a dead server is replaced; one a live server holds is \
         refused. With listeners, the end of stdin does not stop the server; run \
         it as a daemon with --no-stdio. SIGTERM/SIGINT flush, remove the socket \
-        and exit 0. A socket client that leaves more than 256 KiB unread gets no \
-        notifications until it reads, and is disconnected if it takes nothing \
-        for --slow-client-timeout seconds.
+        and exit 0. A client (socket or stdio) that leaves more than 256 KiB unread \
+        gets no notifications until it reads, and is disconnected if it takes \
+        nothing for --slow-client-timeout seconds (for stdio: the end of input).
 
         Examples:
           echo '{"jsonrpc":"2.0","id":1,"method":"ping"}' | codingbridge serve
@@ -64,7 +64,7 @@ struct Serve: ParsableCommand {
     @Flag(name: .long, help: "Do not serve stdin/stdout (a daemon; needs --listen).")
     var noStdio = false
 
-    @Option(name: .long, help: "Seconds a socket client may leave over 256 KiB unread without reading anything before it is disconnected.")
+    @Option(name: .long, help: "Seconds a client may leave over 256 KiB unread without reading anything before it is disconnected.")
     var slowClientTimeout: Double = 30
 
     func validate() throws {
@@ -94,19 +94,18 @@ struct Serve: ParsableCommand {
         options.stateDirectory = stateDir
         options.ephemeral = ephemeral
         options.logLevel = LogLevel(rawValue: logLevel) ?? .info
-        Log.level = options.logLevel
         let loop = EventLoop()
         let env = ServerEnvironment(loop: loop, options: options)
         let code: Int32
         do {
-            let paths = try listen.map { try $0.resolve(stateDir: stateDir, ephemeral: ephemeral) }
+            let paths = try listen.map { try $0.resolve(stateDir: stateDir, ephemeral: ephemeral, log: env.log) }
             let server = try RPCServer(env: env)
-            server.sockets.policy.stallTimeoutMs = UInt64(slowClientTimeout * 1000)
+            server.router.policy.stallTimeoutMs = UInt64(slowClientTimeout * 1000)
             if !paths.isEmpty { raiseOpenFileLimit() }
             for p in paths { try server.listen(unixPath: p) }
             code = try server.serve(stdio: !noStdio)
         } catch {
-            Log.error("cannot serve: \(error)")
+            env.log.error("cannot serve: \(error)")
             throw ExitCode(2)
         }
         // exit() here skips teardown that could block on a vanished peer.

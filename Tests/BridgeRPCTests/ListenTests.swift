@@ -24,7 +24,7 @@ private final class SocketHarness {
         let box = Box()
         table.onAsync("later") { _, _, reply in box.replies.append(reply) }
         server = try RPCServer(env: env, methods: table)
-        server.sockets.policy = policy
+        server.policy = policy
         try server.listen(unixPath: path)
         self.box = box
     }
@@ -165,9 +165,9 @@ private func lines(_ s: String) -> [JSON] { s.split(separator: "\n").compactMap 
             h.server.env.loop.runOnce()
             if i % 20 == 0 { _ = h.read(fine, turns: 1) } // fine reads as it goes
         }
-        let conn = h.server.endpoint.allConnections.first { $0.userInfo["deviceId"] as? String == "slow" }!
-        #expect(h.server.sockets.droppedNotifications > 0)
-        #expect(conn.droppedNotifications == h.server.sockets.droppedNotifications)
+        let conn = h.server.router.all.first { $0.deviceID == "slow" }!.io
+        #expect(h.server.router.droppedNotifications > 0)
+        #expect(conn.droppedNotifications == h.server.router.droppedNotifications)
         #expect(conn.queuedBytes <= policy.notifyLimitBytes + 2048) // bounded: at most one message past the limit
         // no progress between checks -> dropped; the reader still gets EOF
         for _ in 0..<3 {
@@ -175,7 +175,7 @@ private func lines(_ s: String) -> [JSON] { s.split(separator: "\n").compactMap 
             h.spin(2)
         }
         h.spin(20)
-        #expect(h.server.sockets.droppedClients == 1)
+        #expect(h.server.router.droppedClients == 1)
         #expect(conn.isClosed)
         var sawEOF = false
         for _ in 0..<200 where !sawEOF { sawEOF = h.read(slow, turns: 2) == nil }
@@ -195,7 +195,7 @@ private func lines(_ s: String) -> [JSON] { s.split(separator: "\n").compactMap 
             var policy = SlowClientPolicy()
             policy.notifyLimitBytes = 64 << 20 // keep queueing: writes stay in flight
             let server = try RPCServer(env: ServerEnvironment(loop: EventLoop(), options: ServerOptions()), methods: MethodTable())
-            server.sockets.policy = policy
+            server.policy = policy
             try server.listen(unixPath: path)
             fd = try UnixSocket.connect(path)
             let hello = Array("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{}}\n".utf8)

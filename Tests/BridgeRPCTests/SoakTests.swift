@@ -48,7 +48,6 @@ struct SoakTests {
             options.manualClock = true
             options.ephemeral = true
             options.logLevel = .error
-            Log.level = .error
             env = ServerEnvironment(loop: EventLoop(), options: options)
             server = try RPCServer(env: env)
             client = server.makeInProcessClient()

@@ -19,6 +19,8 @@ public struct AgentMapping: Equatable {
     public var events: [EngineEvent] = []
     /// Why (parts of) the message changed nothing.
     public var ignored: [String] = []
+    /// Fields of the agent's object that nothing reads (debug log).
+    public var unusedFields: [String] = []
     /// A permission request the sender waits on (hook PermissionRequest).
     public var approvalRequestId: String?
 
@@ -42,16 +44,11 @@ public struct AgentMapping: Equatable {
 
     /// Fields we do not read are expected (agents add fields all the
     /// time); they are named in the debug log so a format change is visible.
-    func logUnknownFields(_ o: [String: JSON], known: Set<String>) {
-        guard Log.enabled(.debug) else { return }
-        let unknown = o.keys.filter { !known.contains($0) }.sorted()
-        if !unknown.isEmpty { Log.debug("agent \(kind): fields not used: \(unknown.joined(separator: ", "))") }
+    mutating func noteUnusedFields(_ o: [String: JSON], known: Set<String>) {
+        unusedFields = o.keys.filter { !known.contains($0) }
     }
 
-    mutating func ignore(_ reason: String) {
-        ignored.append(reason)
-        Log.debug("agent \(kind)\(sessionId.map { " session \($0)" } ?? ""): ignored: \(reason)")
-    }
+    mutating func ignore(_ reason: String) { ignored.append(reason) }
 }
 
 /// Makes request ids for approvals that arrive without one (hook

@@ -51,7 +51,7 @@ public enum ClaudeCodeUIAdapter {
         if frame == "session_created", let n = try AgentFields.optionalString(o, "newSessionId", source), !n.isEmpty { sid = n }
         else { sid = try AgentFields.requiredString(o, "sessionId", source) }
         var m = AgentMapping(kind: name, sessionId: sid)
-        m.logUnknownFields(o, known: ["type", "kind", "sessionId", "newSessionId", "requestId", "toolName", "input",
+        m.noteUnusedFields(o, known: ["type", "kind", "sessionId", "newSessionId", "requestId", "toolName", "input",
                                       "toolInput", "toolId", "reason", "exitCode", "aborted", "error", "content",
                                       "projectPath", "cwd", "provider", "id", "timestamp"])
         let path = try AgentFields.optionalString(o, "projectPath", source) ?? AgentFields.optionalString(o, "cwd", source)

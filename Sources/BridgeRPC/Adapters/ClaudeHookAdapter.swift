@@ -44,7 +44,7 @@ public enum ClaudeHookAdapter {
         let cwd = try AgentFields.optionalString(o, "cwd", source)
         _ = try AgentFields.optionalString(o, "transcript_path", source)
         var m = AgentMapping(kind: event, sessionId: sid)
-        m.logUnknownFields(o, known: knownFields)
+        m.noteUnusedFields(o, known: knownFields)
         func add(_ k: AgentEvent.Kind) {
             m.events.append(.agent(AgentEvent(sessionId: sid, kind: k, projectPath: cwd)))
         }

@@ -32,7 +32,7 @@ public enum StreamJSONAdapter {
         if o["session_id"] == nil || o["session_id"] == .null, let fb = sessionFallback, !fb.isEmpty { sid = fb }
         else { sid = try AgentFields.requiredString(o, "session_id", source) }
         var m = AgentMapping(kind: kind, sessionId: sid)
-        m.logUnknownFields(o, known: ["type", "subtype", "session_id", "cwd", "message", "parent_tool_use_id",
+        m.noteUnusedFields(o, known: ["type", "subtype", "session_id", "cwd", "message", "parent_tool_use_id",
                                       "is_error", "result", "errors", "uuid"])
         let cwd = try AgentFields.optionalString(o, "cwd", source)
         func add(_ k: AgentEvent.Kind) {

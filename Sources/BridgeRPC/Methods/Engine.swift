@@ -5,8 +5,9 @@ import BridgeEngine
 /// settings and the queries (see rpc-spec/parts/engine.json).
 /// Application errors: -32010 unknown session.
 extension MethodTable {
-    func registerEngine(_ env: ServerEnvironment) throws {
+    func registerEngine(_ env: ServerEnvironment) {
         let host = env.engine
+        let decisions = env.decisions
 
         // agent.event {sessionId, type, ...}: the native event types of DESIGN.md.
         on("agent.event") { p, _ in
@@ -16,16 +17,17 @@ extension MethodTable {
             return ["sessionId": .string(event.sessionId), "status": .string(s?.status.rawValue ?? "idle")]
         }
 
-        onAsync("approval.respond") { p, ctx, reply in
+        on("approval.respond") { p, ctx in
             let rid: String = try p.required("requestId")
             let decision = ApprovalDecision(rawValue: try p.oneOf("decision", ApprovalDecision.allCases.map(\.rawValue)))!
             let device = try p.deviceId(or: ctx)
             let source = DecisionSource(rawValue: try p.oneOf("source", DecisionSource.allCases.map(\.rawValue), default: "app"))!
-            // Continuity records it durably (queued while the backend link is down) and answers after the commit.
-            if let durable = host.approvalResponder, try durable(rid, decision, device, source, reply) { return }
+            if let decisions {
+                return EngineCoding.approvalRespond(try decisions.respond(rid, decision, device: device, source: source))
+            }
             let t = host.apply(.approvalResponse(requestId: rid, decision: decision, deviceId: device, source: source))
             guard case .approval(let r) = t.reply else { throw RPCError.internalError("engine gave no approval reply") }
-            reply(.success(EngineCoding.approvalRespond(r)))
+            return EngineCoding.approvalRespond(r)
         }
 
         on("approval.list") { p, _ in
@@ -69,15 +71,19 @@ extension MethodTable {
         }
 
         on("settings.get") { _, _ in
-            ["settings": EngineCoding.settings(host.engine.settings),
+            ["settings": host.engine.settings.json,
              "supportedLocales": .array(Localization.supportedLocales.map { .string($0) })]
         }
 
         on("settings.update") { p, _ in
-            let s = try EngineParams.settings(p, current: host.engine.settings, validateRules: host.validateRules)
+            let s: Settings
+            do throws(SettingsError) { s = try host.engine.settings.updated(with: p.raw?.objectValue ?? [:]) } catch {
+                throw RPCError.invalidParams(error.message, data: error.data)
+            }
+            if p.has("customRedactionRules") { try host.validateRules(s.customRedactionRules) }
             host.installCompiledRules()
             host.apply(.settings(s))
-            return ["settings": EngineCoding.settings(host.engine.settings),
+            return ["settings": host.engine.settings.json,
                     "supportedLocales": .array(Localization.supportedLocales.map { .string($0) })]
         }
 
@@ -273,54 +279,5 @@ enum EngineParams {
         u.backgroundTimeExpired = try p.optional("backgroundTimeExpired") ?? false
         return u
     }
-
-    static let settingKeys = ["enableLiveActivities", "enableBackgroundNotifications", "showNotificationDetails",
-                              "backgroundInLowPowerMode", "enableTimeSensitiveNotifications", "approvalTimeoutSeconds",
-                              "customRedactionRules", "locale"]
-
-    static func settings(_ p: Params, current: Settings,
-                         validateRules: ([RedactionRule]) throws -> Void) throws -> Settings {
-        if case .object(let o)? = p.raw, let unknown = o.keys.sorted().first(where: { !settingKeys.contains($0) }) {
-            throw RPCError.invalidParams("invalid params: unknown setting '\(unknown)'",
-                                         data: ["param": .string(unknown), "expected": .array(settingKeys.map { .string($0) }),
-                                                "got": "unknown key"])
-        }
-        var s = current
-        if let v: Bool = try p.optional("enableLiveActivities") { s.enableLiveActivities = v }
-        if let v: Bool = try p.optional("enableBackgroundNotifications") { s.enableBackgroundNotifications = v }
-        if let v: Bool = try p.optional("showNotificationDetails") { s.showNotificationDetails = v }
-        if let v: Bool = try p.optional("backgroundInLowPowerMode") { s.backgroundInLowPowerMode = v }
-        if let v: Bool = try p.optional("enableTimeSensitiveNotifications") { s.enableTimeSensitiveNotifications = v }
-        if let v: Double = try p.optional("approvalTimeoutSeconds") {
-            guard Settings.approvalTimeoutRange.contains(v) else {
-                throw RPCError.invalidParams("invalid params: 'approvalTimeoutSeconds' must be within 1...86400",
-                                             data: ["param": "approvalTimeoutSeconds", "expected": "number 1...86400",
-                                                    "got": .double(v)])
-            }
-            s.approvalTimeoutSeconds = v
-        }
-        if let v: String = try p.optional("locale") {
-            guard Localization.isSupported(v) else {
-                throw RPCError.invalidParams("invalid params: unsupported locale '\(v)'",
-                                             data: ["param": "locale", "expected": .array(Localization.supportedLocales.map { .string($0) }),
-                                                    "got": .string(v)])
-            }
-            s.locale = v
-        }
-        if let arr: [JSON] = try p.optional("customRedactionRules") {
-            var rules: [RedactionRule] = []
-            for (i, r) in arr.enumerated() {
-                guard let o = r.objectValue else { throw bad("customRedactionRules[\(i)]", "object", r) }
-                guard let pattern = o["pattern"]?.stringValue, !pattern.isEmpty else {
-                    throw bad("customRedactionRules[\(i)].pattern", "non-empty string", o["pattern"] ?? .null)
-                }
-                let name = o["name"]?.stringValue ?? "custom\(i + 1)"
-                let repl = o["replacement"]?.stringValue ?? "[REDACTED]"
-                rules.append(RedactionRule(name: name, pattern: pattern, replacement: repl))
-            }
-            try validateRules(rules)
-            s.customRedactionRules = rules
-        }
-        return s
-    }
 }
+

@@ -97,19 +97,6 @@ enum EngineCoding {
         ]
     }
 
-    static func settings(_ s: Settings) -> JSON {
-        ["enableLiveActivities": .bool(s.enableLiveActivities),
-         "enableBackgroundNotifications": .bool(s.enableBackgroundNotifications),
-         "showNotificationDetails": .bool(s.showNotificationDetails),
-         "backgroundInLowPowerMode": .bool(s.backgroundInLowPowerMode),
-         "enableTimeSensitiveNotifications": .bool(s.enableTimeSensitiveNotifications),
-         "approvalTimeoutSeconds": .double(s.approvalTimeoutSeconds),
-         "customRedactionRules": .array(s.customRedactionRules.map {
-             ["name": .string($0.name), "pattern": .string($0.pattern), "replacement": .string($0.replacement)]
-         }),
-         "locale": .string(s.locale)]
-    }
-
     static func app(_ a: AppState) -> JSON {
         ["phase": .string(a.phase.rawValue), "lowPowerMode": .bool(a.lowPowerMode),
          "network": ["connected": .bool(a.networkConnected), "type": .string(a.networkType.rawValue)],

@@ -2,7 +2,7 @@ import BridgeCore
 
 extension MethodTable {
     /// Secret redaction for anything shown outside the terminal.
-    func registerRedaction(_ env: ServerEnvironment) throws {
+    func registerRedaction(_ env: ServerEnvironment) {
         // {text, mode?, labels?, showDetails?} -> {text, findings, truncated, failSafe}
         // mode "full" (default): the whole text, redacted.
         // mode "lockScreen": what a locked phone may show. Details are off by

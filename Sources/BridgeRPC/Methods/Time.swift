@@ -3,7 +3,7 @@ import BridgeEngine
 
 extension MethodTable {
     /// Elapsed-time text and the test clock.
-    func registerTime(_ env: ServerEnvironment) throws {
+    func registerTime(_ env: ServerEnvironment) {
         let maxAdvanceMs: Int64 = 366 * 86_400_000
         // The words of each table (English for what it lacks), built once;
         // keyed by table, not by the client's locale string, so it stays small.

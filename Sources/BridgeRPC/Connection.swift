@@ -1,0 +1,92 @@
+import BridgeCore
+
+/// The lifecycle of LSP, one state machine for every connection. Before
+/// `initialize` only `initialize`, `ping`, `rpc.discover` and `exit` work
+/// (others: -32002); after `shutdown` only `exit`, `ping` and `rpc.discover`
+/// (others: -32600). stdio and in-process clients share the process's
+/// lifecycle, where `exit` ends the process (0 after `shutdown`, else 1); a
+/// socket client has its own, where `exit` closes that client only.
+public final class Lifecycle {
+    public enum Phase: Sendable { case awaitingInitialize, running, shuttingDown, stopped }
+
+    public internal(set) var phase: Phase = .awaitingInitialize
+    /// `exit` ends the process (the stdio lifecycle), not just the connection.
+    public let endsProcess: Bool
+
+    init(endsProcess: Bool) { self.endsProcess = endsProcess }
+
+    /// What a call may do in the current phase.
+    enum Gate { case allowed, notInitialized, refused(String) }
+
+    func gate() -> Gate {
+        switch phase {
+        case .awaitingInitialize: return .notInitialized
+        case .running: return .allowed
+        case .shuttingDown, .stopped:
+            return .refused(endsProcess ? "the server is shutting down" : "this client sent shutdown")
+        }
+    }
+}
+
+/// One client, whatever carries its bytes: typed state the server keeps about
+/// it. The transport (framing, output queue, slow-reader accounting) is C's.
+public final class Connection {
+    public enum Transport: Sendable { case stdio, socket, memory }
+
+    public let transport: Transport
+    public let io: RPCConnection
+    public let lifecycle: Lifecycle
+    /// The `initialize` deviceId; for a socket client that gave none, one
+    /// generated for this connection (`deviceIsNamed` false).
+    public private(set) var deviceID: String?
+    public private(set) var deviceIsNamed = true
+    /// Completed `initialize` without `capabilities.notifications: false`
+    /// (the hook only calls, and never gets any).
+    public internal(set) var receivesNotifications = false
+    /// Slow-client policy: output taken at the last check, and since when
+    /// nothing was taken while over the limit.
+    var lastWritten: UInt64 = 0
+    var stalledSinceMs: UInt64?
+
+    init(_ io: RPCConnection, transport: Transport, lifecycle: Lifecycle) {
+        self.io = io
+        self.transport = transport
+        self.lifecycle = lifecycle
+    }
+
+    public var id: Int { io.id }
+    public var framing: Framing { io.framing }
+
+    /// Who is calling, for the handlers.
+    var context: RPCContext { RPCContext(connectionID: id, deviceID: deviceID, deviceIsNamed: deviceIsNamed) }
+
+    /// Records the device `initialize` named, or makes one up for a socket
+    /// client (a generated id changes with every connection, so it never
+    /// says which device acts).
+    func identify(device: String?) {
+        if let device {
+            deviceID = device
+        } else if transport == .socket {
+            deviceID = "device-" + String(UInt32.random(in: .min ... .max), radix: 16)
+            deviceIsNamed = false
+        }
+    }
+}
+
+/// Who is calling: the connection a request came in on and its device.
+public struct RPCContext {
+    public var connectionID: Int
+    /// The `initialize` deviceId, or for a socket client that gave none the
+    /// one generated for this connection.
+    public var deviceID: String?
+    /// The client named its device. A generated id changes with every
+    /// connection, so it cannot say which device acts (hand-off).
+    public var deviceIsNamed: Bool
+    public init(connectionID: Int, deviceID: String? = nil, deviceIsNamed: Bool = true) {
+        self.connectionID = connectionID
+        self.deviceID = deviceID
+        self.deviceIsNamed = deviceIsNamed
+    }
+    /// The device to tell the engine about: only a named one.
+    public var namedDevice: String? { deviceIsNamed ? deviceID : nil }
+}

@@ -1,0 +1,129 @@
+import BridgeCore
+import BridgeEngine
+
+/// Calls: the lifecycle methods, then the gate of the connection's
+/// lifecycle, then the MethodTable. Every answer goes through
+/// `env.barrier`, sync or async, success or error.
+extension RPCServer {
+    func handle(_ call: RPCCall) {
+        guard let c = env.router.connection(call.connection.id) else {
+            call.responder?.error(RPCError.internalError("call on a connection the server does not know"))
+            return
+        }
+        let life = c.lifecycle
+        switch call.method {
+        case "initialize": initialize(call, c)
+        case "initialized": answer(call, .success(.null))
+        case "shutdown":
+            guard life.phase != .awaitingInitialize else { return answer(call, .failure(notInitialized(call))) }
+            life.phase = .shuttingDown
+            answer(call, .success(.null))
+        case "exit":
+            answer(call, .success(.null))
+            if life.endsProcess { return stop(exitCode: life.phase == .shuttingDown ? 0 : 1, reason: "exit") }
+            life.phase = .stopped
+            env.barrier.release { _ in c.io.close() }
+        default:
+            switch life.gate() {
+            case .notInitialized: return answer(call, .failure(notInitialized(call)))
+            case .refused(let why): return answer(call, .failure(invalidRequest(call, why)))
+            case .allowed: break
+            }
+            if stopping { return answer(call, .failure(invalidRequest(call, "the server is shutting down"))) }
+            dispatch(call, c.context)
+        }
+    }
+
+    private func answer(_ call: RPCCall, _ outcome: Result<JSON, RPCError>) {
+        env.barrier.answer(call.responder, outcome)
+    }
+
+    /// -32600 for a call the lifecycle does not allow now.
+    private func invalidRequest(_ call: RPCCall, _ reason: String) -> RPCError {
+        RPCError(code: RPCError.invalidRequestCode, message: "Invalid Request",
+                 data: ["reason": .string(reason), "method": .string(call.method)])
+    }
+
+    private func notInitialized(_ call: RPCCall) -> RPCError {
+        RPCError(code: RPCError.notInitializedCode, message: "Server not initialized",
+                 data: ["reason": "send initialize first", "method": .string(call.method)])
+    }
+
+    private func dispatch(_ call: RPCCall, _ ctx: RPCContext) {
+        guard let handler = methods.handlers[call.method] else { return answer(call, .failure(.methodNotFound(call.method))) }
+        do {
+            let params = try Params(call.params)
+            switch handler {
+            case .sync(let body):
+                answer(call, .success(try body(params, ctx)))
+            case .async(let body):
+                let barrier = env.barrier, responder = call.responder
+                try body(params, ctx) { barrier.answer(responder, $0) }
+            }
+        } catch let e as RPCError {
+            if call.responder == nil { log.debug("notification \(call.method) failed: \(e.message)") }
+            answer(call, .failure(e))
+        } catch {
+            log.error("\(call.method): \(error)")
+            answer(call, .failure(.internalError(String(describing: error))))
+        }
+    }
+
+    private func initialize(_ call: RPCCall, _ c: Connection) {
+        guard call.responder != nil else { return } // a notification cannot initialize
+        guard c.lifecycle.phase == .awaitingInitialize else {
+            return answer(call, .failure(RPCError(code: RPCError.invalidRequestCode, message: "Invalid Request",
+                                                  data: ["reason": "initialize was already received"])))
+        }
+        do {
+            let wantsNotifications = try Self.initializeParams(try Params(call.params), c)
+            c.lifecycle.phase = .running
+            c.receivesNotifications = wantsNotifications
+            var result: [String: JSON] = [
+                "serverInfo": ["name": .string(Self.serverName), "version": .string(BridgeEngineVersion.value)],
+                "protocolVersion": .string(Self.protocolVersion),
+                "capabilities": [
+                    "methods": .array((Self.builtins + methods.methodNames).sorted().map { .string($0) }),
+                    "framing": .string(c.framing.rawValue),
+                    "batch": true,
+                    "maxMessageBytes": .int(Int64(env.options.maxMessageBytes)),
+                    "manualClock": .bool(env.options.manualClock),
+                ],
+                "recovered": env.recovered,
+            ]
+            if let d = c.deviceID { result["deviceId"] = .string(d) }
+            let router = env.router, responder = call.responder
+            env.barrier.release { _ in
+                responder?.result(.object(result))
+                router.releaseHeld(to: c)
+            }
+        } catch let e as RPCError {
+            answer(call, .failure(e))
+        } catch {
+            answer(call, .failure(.internalError(String(describing: error))))
+        }
+    }
+
+    /// Checks `initialize`'s params and records the device; whether the
+    /// client takes notifications.
+    private static func initializeParams(_ p: Params, _ c: Connection) throws -> Bool {
+        if let info = try p.optional("clientInfo", as: [String: JSON].self), let n = info["name"], n.stringValue == nil {
+            throw RPCError.invalidParams("invalid params: 'clientInfo.name' must be string",
+                                         data: ["param": "clientInfo.name", "expected": "string", "got": .string(n.typeName)])
+        }
+        let caps = try p.optional("capabilities", as: [String: JSON].self)
+        let notifications = caps?["notifications"] ?? .bool(true)
+        guard let wants = notifications.boolValue else {
+            throw RPCError.invalidParams("invalid params: 'capabilities.notifications' must be boolean",
+                                         data: ["param": "capabilities.notifications", "expected": "boolean",
+                                                "got": .string(notifications.typeName)])
+        }
+        let device = try p.optional("deviceId", as: String.self)
+        if device?.isEmpty == true {
+            throw RPCError.invalidParams("invalid params: 'deviceId' must not be empty",
+                                         data: ["param": "deviceId", "expected": "non-empty string", "got": ""])
+        }
+        c.identify(device: device)
+        return wants
+    }
+}

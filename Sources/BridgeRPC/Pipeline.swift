@@ -1,0 +1,59 @@
+import BridgeCore
+import BridgeEngine
+
+extension ServerEnvironment {
+    /// The one step after every engine `apply`, in this order:
+    ///
+    ///     transition -> durable snapshot -> outbox -> router -> waiting replies
+    ///
+    /// 1. The sessions and global state it changed are marked for the
+    ///    snapshot, written right before this turn's commit.
+    /// 2. Decisions queued offline whose request ended meanwhile fail in the
+    ///    outbox (nothing is sent for them).
+    /// 3. Each effect becomes a notification for the connections the router
+    ///    picks (held for the first client after a restart).
+    /// 4. Hook requests waiting on a resolved approval get their answer.
+    /// Replies from 4 and from every handler leave through `barrier`, after
+    /// the commit that holds what they report.
+    func afterApply(_ event: EngineEvent, _ t: Engine.Transition) {
+        snapshots?.record(event, t)
+        decisions?.settle(event, engine: engine.engine, now: engine.now)
+        if !t.effects.isEmpty {
+            let now = engine.now
+            for e in t.effects { router.send(e.method, engine.payload(e, now: now), to: .all) }
+        }
+        waiters.resolve(t.effects)
+    }
+}
+
+/// Holds every reply until the store has committed what was written before
+/// it (a reply never claims state a crash could lose), and releases replies
+/// in the order they were given. With nothing waiting to commit a reply goes
+/// out at once. If the commit fails, what it held was rolled back: a result
+/// becomes a -32050 error instead.
+final class ReplyBarrier {
+    weak var store: Store?
+
+    /// Runs `send` once everything written so far is durable, with the
+    /// commit's error if it failed.
+    func release(_ send: @escaping (StoreError?) -> Void) {
+        guard let store, store.hasPendingTurn else { return send(nil) }
+        store.afterCommit(send)
+    }
+
+    /// Answers `responder` behind the barrier.
+    func answer(_ responder: RPCResponder?, _ outcome: Result<JSON, RPCError>) {
+        guard let responder else { return }
+        release { err in
+            switch (outcome, err) {
+            case (.success, let err?): responder.error(StoreRPCError.from(err))
+            case (.success(let r), nil): responder.result(r)
+            case (.failure(let e), _): responder.error(e)
+            }
+        }
+    }
+}
+
+extension RPCResponder {
+    func error(_ e: RPCError) { error(code: e.code, message: e.message, data: e.data) }
+}

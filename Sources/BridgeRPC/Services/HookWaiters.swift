@@ -1,0 +1,81 @@
+import BridgeCore
+import BridgeEngine
+
+/// Hook requests (`agent.hook` PermissionRequest) waiting for their approval
+/// to resolve: decided by a person on any client, timed out by the engine,
+/// or cancelled. A hook whose connection closes first (Claude Code killed it:
+/// the person answered in the terminal) cancels its approval. The requests a
+/// hook waits on are also kept durably, so a restart knows which restored
+/// approvals have nobody listening.
+final class HookWaiters {
+    static let namespace = "hook.waiting"
+    typealias Waiter = (ApprovalResolution, String?) -> Void
+
+    /// nil in memory (--ephemeral): nothing to restore.
+    weak var store: Store?
+    private let log: Logger
+    private var waiting: [String: [Waiter]] = [:]
+    private var byConnection: [Int: Set<String>] = [:]
+    private var connectionOf: [String: Int] = [:]
+
+    init(log: Logger) { self.log = log }
+
+    func wait(_ rid: String, session: String?, connection: Int, now: Int64, _ k: @escaping Waiter) {
+        if let session, let store {
+            do { try store.put(.json(["sessionId": .string(session)]), namespace: Self.namespace, key: rid, nowMs: now) } catch {
+                log.warn("hook request \(rid) not recorded: \(error)")
+            }
+        }
+        waiting[rid, default: []].append(k)
+        connectionOf[rid] = connection
+        byConnection[connection, default: []].insert(rid)
+    }
+
+    /// Pipeline step 4: answers the hooks waiting on what was resolved.
+    func resolve(_ effects: [Effect]) {
+        for case let .approvalResolved(rid, _, decision, by) in effects {
+            detach(rid)
+            guard let ks = waiting.removeValue(forKey: rid) else { continue }
+            forgetDurably(rid)
+            for k in ks { k(decision, by) }
+        }
+    }
+
+    /// A connection closed: nobody is left to act on its decisions, so the
+    /// phone stops asking (their waiters stay until the approval resolves;
+    /// their replies then go nowhere).
+    func connectionClosed(_ connection: Int, host: EngineHost) {
+        guard let rids = byConnection.removeValue(forKey: connection) else { return }
+        for rid in rids.sorted() {
+            connectionOf[rid] = nil
+            guard let a = host.engine.pendingApprovals.first(where: { $0.requestId == rid }) else { continue }
+            log.debug("agent.hook connection \(connection) closed while \(rid) was pending: cancelled")
+            host.apply(.agent(AgentEvent(sessionId: a.sessionId, kind: .approvalCancelled(requestId: rid))))
+        }
+    }
+
+    /// Startup: a hook's PermissionRequest restored from an earlier run has
+    /// no hook any more (it went with that process's connection; Claude Code
+    /// asks in the terminal instead), so it is cancelled.
+    func cancelRestored(host: EngineHost) {
+        let earlier = (try? store?.entries(namespace: Self.namespace)) ?? []
+        for (rid, _) in earlier {
+            forgetDurably(rid)
+            guard let a = host.engine.pendingApprovals.first(where: { $0.requestId == rid }) else { continue }
+            log.info("restored \(rid): its hook is gone with the previous run; cancelled")
+            host.apply(.agent(AgentEvent(sessionId: a.sessionId, kind: .approvalCancelled(requestId: rid))))
+        }
+    }
+
+    private func detach(_ rid: String) {
+        guard let c = connectionOf.removeValue(forKey: rid) else { return }
+        byConnection[c]?.remove(rid)
+        if byConnection[c]?.isEmpty == true { byConnection[c] = nil }
+    }
+
+    private func forgetDurably(_ rid: String) {
+        do { _ = try store?.delete(namespace: Self.namespace, key: rid) } catch {
+            log.warn("hook request \(rid) not forgotten: \(error)")
+        }
+    }
+}
