@@ -18,7 +18,7 @@ public struct ApprovalRequest: Equatable, Sendable {
 
 public enum ApprovalRespondStatus: String, Sendable, CaseIterable {
     case accepted
-    /// Recorded offline, delivered later (issue 7's outbox; the engine never returns it itself).
+    /// Recorded offline, delivered later (the outbox keeps it; the engine never returns it itself).
     case queued
     case alreadyResolved, expired, unknown
 }

@@ -7,7 +7,7 @@ public struct SettingsError: Error, Equatable, Sendable {
     public var data: JSON
 }
 
-/// The one JSON form of the settings (EDGE-CASES "Settings"): what
+/// The one JSON form of the settings (EDGE-CASES "User Settings"): what
 /// `settings.get` returns, what `settings.update` takes (any subset of the
 /// keys), and what the durable snapshot keeps.
 extension Settings {

@@ -1,4 +1,4 @@
-"""Every bad input of issue 2: each gets a clear JSON-RPC error (with `data`
+"""Every bad input: each gets a clear JSON-RPC error (with `data`
 saying what was wrong) and the server keeps serving the next message."""
 import json
 import os

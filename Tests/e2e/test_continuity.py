@@ -1,4 +1,4 @@
-"""Continuity end to end (issue 7): the real server with --state-dir, killed
+"""Continuity end to end: the real server with --state-dir, killed
 with SIGKILL and restarted; offline decisions through the durable outbox;
 the reconnect policy and "Connection Lost" timing on the manual clock; the
 missed-notification banner across a restart. Results are validated against

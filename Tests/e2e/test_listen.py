@@ -578,7 +578,7 @@ def test_client_disconnects_mid_request(sockdir, servers):
     half.s.sendall(b'{"jsonrpc":"2.0","id":5,"method":"sess')
     half.close()
     # the hook's connection closed before the decision: its approval is
-    # cancelled (issue 8) and the reply to the gone hook goes nowhere
+    # cancelled and the reply to the gone hook goes nowhere
     deadline = time.monotonic() + 10
     while phone.request("approval.list")["approvals"]:
         assert time.monotonic() < deadline, "the gone hook's approval was not cancelled"

@@ -62,25 +62,13 @@ public enum ClaudeCodeUIAdapter {
         case "session_created":
             add(.taskStarted(prompt: nil))
         case "permission_request":
-            let rid = try AgentFields.requiredString(o, "requestId", source)
-            let tool = try AgentFields.optionalString(o, "toolName", source) ?? "UnknownTool"
-            let input: [String: JSON]
-            switch o["input"] {
-            case .object(let x)?: input = x
-            case .string(let s)?: input = ["command": .string(s)] // older frames sent the command text
-            default: input = [:]
-            }
-            add(.approvalRequest(requestId: rid, tool: ToolCalls.toolUse(name: tool, input: input), timeoutSeconds: nil))
+            add(try permissionRequest(o))
         case "permission_cancelled":
             let rid = try AgentFields.requiredString(o, "requestId", source)
             let reason = try AgentFields.optionalString(o, "reason", source)
             add(reason == "timeout" ? .approvalTimeout(requestId: rid) : .approvalCancelled(requestId: rid))
         case "complete":
-            let code = o["exitCode"]?.intValue
-            if let v = o["exitCode"], v != .null, code == nil { throw AgentFields.bad("exitCode", "integer", v, source) }
-            if try AgentFields.optionalBool(o, "aborted", source) == true { add(.taskCompleted(summary: "Stopped")) }
-            else if let code, code != 0 { add(.taskFailed(error: "Claude exited with code \(code)")) }
-            else { add(.taskCompleted(summary: nil)) }
+            add(try complete(o))
         case "error":
             let text = try AgentFields.optionalString(o, "error", source) ?? AgentFields.optionalString(o, "content", source)
             add(.taskFailed(error: text))
@@ -91,5 +79,25 @@ public enum ClaudeCodeUIAdapter {
                           sessionId: sid, projectPath: path, ids: &ids, into: &m)
         }
         return m
+    }
+
+    private static func permissionRequest(_ o: [String: JSON]) throws -> AgentEvent.Kind {
+        let rid = try AgentFields.requiredString(o, "requestId", source)
+        let tool = try AgentFields.optionalString(o, "toolName", source) ?? "UnknownTool"
+        let input: [String: JSON]
+        switch o["input"] {
+        case .object(let x)?: input = x
+        case .string(let s)?: input = ["command": .string(s)] // frames that carry only the command text
+        default: input = [:]
+        }
+        return .approvalRequest(requestId: rid, tool: ToolCalls.toolUse(name: tool, input: input), timeoutSeconds: nil)
+    }
+
+    private static func complete(_ o: [String: JSON]) throws -> AgentEvent.Kind {
+        let code = o["exitCode"]?.intValue
+        if let v = o["exitCode"], v != .null, code == nil { throw AgentFields.bad("exitCode", "integer", v, source) }
+        if try AgentFields.optionalBool(o, "aborted", source) == true { return .taskCompleted(summary: "Stopped") }
+        if let code, code != 0 { return .taskFailed(error: "Claude exited with code \(code)") }
+        return .taskCompleted(summary: nil)
     }
 }

@@ -40,14 +40,53 @@ public enum ClaudeHookAdapter {
             m.ignore("unknown hook event '\(event)'")
             return m
         }
-        let sid = try AgentFields.requiredString(o, "session_id", source)
-        let cwd = try AgentFields.optionalString(o, "cwd", source)
-        _ = try AgentFields.optionalString(o, "transcript_path", source)
-        var m = AgentMapping(kind: event, sessionId: sid)
-        m.noteUnusedFields(o, known: knownFields)
-        func add(_ k: AgentEvent.Kind) {
+        var h = try HookInput(o, event: event)
+        switch event {
+        case "UserPromptSubmit": try h.userPromptSubmit(engine)
+        case "PreToolUse":
+            let t = try h.tool()
+            ToolCalls.map(name: t.name, input: t.input, toolUseId: t.id, sessionId: h.sid, projectPath: h.cwd, ids: &ids, into: &h.m)
+        case "PostToolUse": try h.postToolUse(engine)
+        case "PermissionRequest": try h.permissionRequest(&ids)
+        case "Stop":
+            _ = try AgentFields.optionalBool(o, "stop_hook_active", source)
+            h.add(.taskCompleted(summary: try AgentFields.optionalString(o, "last_assistant_message", source)))
+        case "SessionEnd": try h.sessionEnd(engine)
+        case "Notification":
+            _ = try AgentFields.optionalString(o, "message", source)
+            h.m.ignore("Notification: informational (approvals come from PermissionRequest, completion from Stop)")
+        case "SessionStart":
+            _ = try AgentFields.optionalString(o, "source", source)
+            h.m.ignore("SessionStart: the session shows once a prompt is submitted")
+        case "SubagentStop":
+            h.m.ignore("SubagentStop: the main agent is still working")
+        default: // PreCompact
+            h.m.ignore("\(event): nothing to show")
+        }
+        return h.m
+    }
+
+    /// One hook input being mapped: its session, its working directory and
+    /// the mapping so far.
+    private struct HookInput {
+        let o: [String: JSON]
+        let sid: String
+        let cwd: String?
+        var m: AgentMapping
+
+        init(_ o: [String: JSON], event: String) throws {
+            self.o = o
+            sid = try AgentFields.requiredString(o, "session_id", source)
+            cwd = try AgentFields.optionalString(o, "cwd", source)
+            _ = try AgentFields.optionalString(o, "transcript_path", source)
+            m = AgentMapping(kind: event, sessionId: sid)
+            m.noteUnusedFields(o, known: knownFields)
+        }
+
+        mutating func add(_ k: AgentEvent.Kind) {
             m.events.append(.agent(AgentEvent(sessionId: sid, kind: k, projectPath: cwd)))
         }
+
         func tool() throws -> (name: String, input: [String: JSON], id: String?) {
             let name = try AgentFields.requiredString(o, "tool_name", source)
             let input = try AgentFields.optionalObject(o, "tool_input", source) ?? [:]
@@ -55,8 +94,7 @@ public enum ClaudeHookAdapter {
             return (name, input, id)
         }
 
-        switch event {
-        case "UserPromptSubmit":
+        mutating func userPromptSubmit(_ engine: Engine) throws {
             let prompt = try AgentFields.optionalString(o, "prompt", source)
             // A new prompt means the last turn is over (the person interrupted
             // it or answered in the terminal): nothing waits for a permission.
@@ -64,12 +102,9 @@ public enum ClaudeHookAdapter {
                 add(.approvalCancelled(requestId: a.requestId))
             }
             add(.taskStarted(prompt: prompt))
+        }
 
-        case "PreToolUse":
-            let t = try tool()
-            ToolCalls.map(name: t.name, input: t.input, toolUseId: t.id, sessionId: sid, projectPath: cwd, ids: &ids, into: &m)
-
-        case "PostToolUse":
+        mutating func postToolUse(_ engine: Engine) throws {
             let t = try tool()
             let session = engine.session(sid)
             if t.name == "AskUserQuestion", let qid = t.id,
@@ -84,46 +119,28 @@ public enum ClaudeHookAdapter {
             } else {
                 m.ignore("PostToolUse: the operation line already shows \(t.name)")
             }
+        }
 
-        case "PermissionRequest":
+        mutating func permissionRequest(_ ids: inout AgentIdSource) throws {
             let t = try tool()
-            if t.name == "AskUserQuestion" {
+            guard t.name != "AskUserQuestion" else {
                 // A question, not a permission: the question event came with
                 // PreToolUse; Claude Code's own prompt collects the answer.
-                m.ignore("PermissionRequest for AskUserQuestion: answered in Claude Code's prompt")
-            } else {
-                let rid = ids.next("hook")
-                add(.approvalRequest(requestId: rid, tool: ToolCalls.toolUse(name: t.name, input: t.input), timeoutSeconds: nil))
-                m.approvalRequestId = rid
+                return m.ignore("PermissionRequest for AskUserQuestion: answered in Claude Code's prompt")
             }
+            let rid = ids.next("hook")
+            add(.approvalRequest(requestId: rid, tool: ToolCalls.toolUse(name: t.name, input: t.input), timeoutSeconds: nil))
+            m.approvalRequestId = rid
+        }
 
-        case "Stop":
-            _ = try AgentFields.optionalBool(o, "stop_hook_active", source)
-            add(.taskCompleted(summary: try AgentFields.optionalString(o, "last_assistant_message", source)))
-
-        case "SessionEnd":
+        mutating func sessionEnd(_ engine: Engine) throws {
             let reason = try AgentFields.optionalString(o, "reason", source) ?? "other"
             if let s = engine.session(sid), [.processing, .awaitingApproval, .awaitingAnswer].contains(s.status) {
                 add(.taskCompleted(summary: "Session ended (\(reason))"))
             } else {
                 m.ignore("SessionEnd: the session is not running")
             }
-
-        case "Notification":
-            _ = try AgentFields.optionalString(o, "message", source)
-            m.ignore("Notification: informational (approvals come from PermissionRequest, completion from Stop)")
-
-        case "SessionStart":
-            _ = try AgentFields.optionalString(o, "source", source)
-            m.ignore("SessionStart: the session shows once a prompt is submitted")
-
-        case "SubagentStop":
-            m.ignore("SubagentStop: the main agent is still working")
-
-        default: // PreCompact
-            m.ignore("\(event): nothing to show")
         }
-        return m
     }
 
     /// A pending approval this adapter made for the same tool call.

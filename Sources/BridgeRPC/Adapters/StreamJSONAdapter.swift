@@ -38,44 +38,14 @@ public enum StreamJSONAdapter {
         func add(_ k: AgentEvent.Kind) {
             m.events.append(.agent(AgentEvent(sessionId: sid, kind: k, projectPath: cwd)))
         }
-        func blocks() throws -> [JSON] {
-            guard let msg = try AgentFields.optionalObject(o, "message", source) else {
-                throw AgentFields.bad("message", "object", nil, source)
-            }
-            switch msg["content"] {
-            case .array(let a)?: return a
-            case .string?, .null?, nil: return [] // plain text content
-            case let other?: throw AgentFields.bad("message.content", "array or string", other, source)
-            }
-        }
-
         switch type {
         case "system":
             if subtype == "init" { add(.taskStarted(prompt: nil)) }
             else { m.ignore("system/\(subtype ?? "?"): nothing to show") }
-
         case "assistant":
-            for (i, b) in try blocks().enumerated() {
-                guard b["type"]?.stringValue == "tool_use" else { continue }
-                guard let name = b["name"]?.stringValue, !name.isEmpty else {
-                    m.ignore("content[\(i)]: tool_use without a name")
-                    continue
-                }
-                ToolCalls.map(name: name, input: b["input"]?.objectValue ?? [:], toolUseId: b["id"]?.stringValue,
-                              sessionId: sid, projectPath: cwd, ids: &ids, into: &m)
-            }
-            if m.events.isEmpty && m.ignored.isEmpty { m.ignore("assistant text only") }
-
+            try toolCalls(o, sid: sid, cwd: cwd, ids: &ids, into: &m)
         case "user":
-            let pending = Set(engine.session(sid)?.pendingQuestions.map(\.questionId) ?? [])
-            for b in try blocks() where b["type"]?.stringValue == "tool_result" {
-                guard let id = b["tool_use_id"]?.stringValue, pending.contains(id) else { continue }
-                let answers = ToolCalls.answers(from: b["content"])
-                if answers.isEmpty { m.ignore("tool_result for question \(id) carries no answers we can read") }
-                else { m.events.append(.questionAnswer(questionId: id, answers: answers, deviceId: "terminal")) }
-            }
-            if m.events.isEmpty && m.ignored.isEmpty { m.ignore("tool results: the operation line already shows the tool") }
-
+            try answers(o, pending: Set(engine.session(sid)?.pendingQuestions.map(\.questionId) ?? []), into: &m)
         default: // result
             let isError = try AgentFields.optionalBool(o, "is_error", source) ?? false
             let text = try AgentFields.optionalString(o, "result", source)
@@ -87,5 +57,42 @@ public enum StreamJSONAdapter {
             }
         }
         return m
+    }
+
+    private static func blocks(_ o: [String: JSON]) throws -> [JSON] {
+        guard let msg = try AgentFields.optionalObject(o, "message", source) else {
+            throw AgentFields.bad("message", "object", nil, source)
+        }
+        switch msg["content"] {
+        case .array(let a)?: return a
+        case .string?, .null?, nil: return [] // plain text content
+        case let other?: throw AgentFields.bad("message.content", "array or string", other, source)
+        }
+    }
+
+    /// An assistant message: its tool calls.
+    private static func toolCalls(_ o: [String: JSON], sid: String, cwd: String?, ids: inout AgentIdSource,
+                                  into m: inout AgentMapping) throws {
+        for (i, b) in try blocks(o).enumerated() {
+            guard b["type"]?.stringValue == "tool_use" else { continue }
+            guard let name = b["name"]?.stringValue, !name.isEmpty else {
+                m.ignore("content[\(i)]: tool_use without a name")
+                continue
+            }
+            ToolCalls.map(name: name, input: b["input"]?.objectValue ?? [:], toolUseId: b["id"]?.stringValue,
+                          sessionId: sid, projectPath: cwd, ids: &ids, into: &m)
+        }
+        if m.events.isEmpty && m.ignored.isEmpty { m.ignore("assistant text only") }
+    }
+
+    /// A user message: tool results that answer a pending question.
+    private static func answers(_ o: [String: JSON], pending: Set<String>, into m: inout AgentMapping) throws {
+        for b in try blocks(o) where b["type"]?.stringValue == "tool_result" {
+            guard let id = b["tool_use_id"]?.stringValue, pending.contains(id) else { continue }
+            let answers = ToolCalls.answers(from: b["content"])
+            if answers.isEmpty { m.ignore("tool_result for question \(id) carries no answers we can read") }
+            else { m.events.append(.questionAnswer(questionId: id, answers: answers, deviceId: "terminal")) }
+        }
+        if m.events.isEmpty && m.ignored.isEmpty { m.ignore("tool results: the operation line already shows the tool") }
     }
 }

@@ -6,8 +6,14 @@ import BridgeEngine
 /// Application errors: -32010 unknown session.
 extension MethodTable {
     func registerEngine(_ env: ServerEnvironment) {
-        let host = env.engine
-        let decisions = env.decisions
+        registerAgentInput(env.engine)
+        registerDecisions(env.engine, env.decisions)
+        registerAppState(env.engine)
+        registerQueries(env.engine)
+        registerDeepLinks()
+    }
+
+    private func registerAgentInput(_ host: EngineHost) {
 
         // agent.event {sessionId, type, ...}: the native event types of DESIGN.md.
         on("agent.event") { p, _ in
@@ -17,6 +23,10 @@ extension MethodTable {
             return ["sessionId": .string(event.sessionId), "status": .string(s?.status.rawValue ?? "idle")]
         }
 
+    }
+
+    /// The person's answers: approvals and questions.
+    private func registerDecisions(_ host: EngineHost, _ decisions: OfflineDecisions?) {
         on("approval.respond") { p, ctx in
             let rid: String = try p.required("requestId")
             let decision = ApprovalDecision(rawValue: try p.oneOf("decision", ApprovalDecision.allCases.map(\.rawValue)))!
@@ -62,6 +72,9 @@ extension MethodTable {
             return ["status": .string(r.status.rawValue), "questionId": .string(qid), "sessionId": r.sessionId.json]
         }
 
+    }
+
+    private func registerAppState(_ host: EngineHost) {
         on("app.update") { p, ctx in
             var u = try EngineParams.appUpdate(p)
             u.deviceId = ctx.namedDevice
@@ -87,6 +100,9 @@ extension MethodTable {
                     "supportedLocales": .array(Localization.supportedLocales.map { .string($0) })]
         }
 
+    }
+
+    private func registerQueries(_ host: EngineHost) {
         on("session.list") { p, _ in
             let status = try p.value("status").map { _ in
                 try p.oneOf("status", SessionStatus.allCases.map(\.rawValue))
@@ -128,6 +144,9 @@ extension MethodTable {
             return EngineCoding.metrics(host.engine.metrics)
         }
 
+    }
+
+    private func registerDeepLinks() {
         on("deeplink.parse") { p, _ in
             let url: String = try p.required("url")
             switch DeepLink.parse(url) {
