@@ -243,6 +243,59 @@ static int check_identity(cb_store_t *s, int *version_out) {
     return 0;
 }
 
+/* Opens (creating 0600) the database file in dir. */
+static int open_file(cb_store_t *s, const char *dir) {
+    size_t n = strlen(dir) + 32;
+    s->path = malloc(n);
+    if (!s->path) return cb_store_fail(s, CB_STORE_FAULT_INTERNAL, CB_ENOMEM, "out of memory");
+    snprintf(s->path, n, "%s/codingbridge.db", dir);
+    /* Create the file ourselves so it is 0600 from the first byte; SQLite
+     * gives its -wal and -shm files the database file's mode. */
+    int created = 1;
+    int fd = open(s->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST) {
+        created = 0;
+        fd = open(s->path, O_RDWR | O_CLOEXEC);
+    }
+    if (fd < 0) {
+        int e = errno;
+        cb_store_fault_t f = (e == EACCES || e == EROFS || e == EPERM) ? CB_STORE_FAULT_READONLY
+                           : (e == ENOSPC || e == EDQUOT) ? CB_STORE_FAULT_FULL
+                           : (e == EISDIR) ? CB_STORE_FAULT_FOREIGN : CB_STORE_FAULT_IO;
+        return cb_store_fail(s, f, CB_ESTORE, "cannot open database %s: %s", s->path, strerror(e));
+    }
+    struct stat st;
+    int isreg = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    close(fd);
+    if (created) {
+        /* Make the new file's directory entry durable before anything
+         * written into it is acknowledged (power loss right after start). */
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) { fsync(dfd); close(dfd); }
+    }
+    if (!isreg) return cb_store_fail(s, CB_STORE_FAULT_FOREIGN, CB_ESTORE, "%s is not a regular file", s->path);
+    int rc = sqlite3_open_v2(s->path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+    return rc == SQLITE_OK ? 0 : cb_store_sqlite_fail(s, rc, "opening the database");
+}
+
+/* WAL: appends + one fsync per commit, readers never block the writer. */
+static int enable_wal(cb_store_t *s) {
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db, "PRAGMA journal_mode=WAL", -1, &st, NULL);
+    if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *mode = (const char *)sqlite3_column_text(st, 0);
+        rc = mode && strcmp(mode, "wal") == 0 ? SQLITE_OK : SQLITE_ERROR;
+        if (rc) {
+            sqlite3_finalize(st);
+            return cb_store_fail(s, CB_STORE_FAULT_IO, CB_ESTORE,
+                                 "cannot switch %s to WAL mode (got '%s'); is the file system local?",
+                                 s->path, mode ? mode : "?");
+        }
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_OK ? 0 : cb_store_sqlite_fail(s, rc, "enabling WAL mode");
+}
+
 int cb_store_open(const char *dir, cb_store_t **out) {
     cb_store_t *s = calloc(1, sizeof *s);
     *out = s;
@@ -251,77 +304,26 @@ int cb_store_open(const char *dir, cb_store_t **out) {
     int rc;
     if (dir) {
         if (!*dir) return cb_store_fail(s, CB_STORE_FAULT_DIRECTORY, CB_EINVAL, "empty state directory path");
-        if ((rc = make_dirs(s, dir))) return rc;
-        if ((rc = take_lock(s, dir))) return rc;
-        size_t n = strlen(dir) + 32;
-        s->path = malloc(n);
-        if (!s->path) return cb_store_fail(s, CB_STORE_FAULT_INTERNAL, CB_ENOMEM, "out of memory");
-        snprintf(s->path, n, "%s/codingbridge.db", dir);
-        /* Create the file ourselves so it is 0600 from the first byte; SQLite
-         * gives its -wal and -shm files the database file's mode. */
-        int created = 1;
-        int fd = open(s->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd < 0 && errno == EEXIST) {
-            created = 0;
-            fd = open(s->path, O_RDWR | O_CLOEXEC);
-        }
-        if (fd < 0) {
-            int e = errno;
-            cb_store_fault_t f = (e == EACCES || e == EROFS || e == EPERM) ? CB_STORE_FAULT_READONLY
-                               : (e == ENOSPC || e == EDQUOT) ? CB_STORE_FAULT_FULL
-                               : (e == EISDIR) ? CB_STORE_FAULT_FOREIGN : CB_STORE_FAULT_IO;
-            return cb_store_fail(s, f, CB_ESTORE, "cannot open database %s: %s", s->path, strerror(e));
-        }
-        struct stat st;
-        int isreg = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-        close(fd);
-        if (created) {
-            /* Make the new file's directory entry durable before anything
-             * written into it is acknowledged (power loss right after start). */
-            int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-            if (dfd >= 0) { fsync(dfd); close(dfd); }
-        }
-        if (!isreg)
-            return cb_store_fail(s, CB_STORE_FAULT_FOREIGN, CB_ESTORE, "%s is not a regular file", s->path);
-        rc = sqlite3_open_v2(s->path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+        if ((rc = make_dirs(s, dir)) || (rc = take_lock(s, dir)) || (rc = open_file(s, dir))) return rc;
     } else {
         rc = sqlite3_open_v2(":memory:", &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+        if (rc != SQLITE_OK) return cb_store_sqlite_fail(s, rc, "opening the database");
     }
-    if (rc != SQLITE_OK) return cb_store_sqlite_fail(s, rc, "opening the database");
     sqlite3_extended_result_codes(s->db, 1);
     if (sqlite3_db_readonly(s->db, "main") == 1)
         return cb_store_fail(s, CB_STORE_FAULT_READONLY, CB_ESTORE,
                              "database %s can only be opened read-only; the store needs to write", s->path);
     int version = 0;
     if ((rc = check_identity(s, &version))) return rc;
-    if (dir) {
-        /* WAL: appends + one fsync per commit, readers never block the writer. */
-        sqlite3_stmt *st = NULL;
-        rc = sqlite3_prepare_v2(s->db, "PRAGMA journal_mode=WAL", -1, &st, NULL);
-        if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-            const char *mode = (const char *)sqlite3_column_text(st, 0);
-            rc = mode && strcmp(mode, "wal") == 0 ? SQLITE_OK : SQLITE_ERROR;
-            if (rc) {
-                sqlite3_finalize(st);
-                return cb_store_fail(s, CB_STORE_FAULT_IO, CB_ESTORE,
-                                     "cannot switch %s to WAL mode (got '%s'); is the file system local?",
-                                     s->path, mode ? mode : "?");
-            }
-        }
-        sqlite3_finalize(st);
-        if (rc != SQLITE_OK) return cb_store_sqlite_fail(s, rc, "enabling WAL mode");
-    }
+    if (dir && (rc = enable_wal(s))) return rc;
     /* synchronous=FULL in WAL mode fsyncs the WAL on every commit: a commit
      * that returned survives kill -9 and power loss. Group commit keeps that
      * to one fsync per loop turn. */
     if ((rc = exec_sql(s, "PRAGMA synchronous=FULL; PRAGMA temp_store=MEMORY; PRAGMA cache_size=-16384;"
                           "PRAGMA busy_timeout=0", "configuring the database")))
         return rc;
-    if (version < CB_STORE_SCHEMA_VERSION) {
-        if ((rc = migrate(s, version))) return rc;
-    } else {
-        s->schema_version = version;
-    }
+    if (version < CB_STORE_SCHEMA_VERSION) return migrate(s, version);
+    s->schema_version = version;
     return 0;
 }
 
