@@ -28,16 +28,6 @@ void cb_framer_free(cb_framer_t *f) {
     f->start = f->len = f->cap = 0;
 }
 
-size_t cb_framer_pending(const cb_framer_t *f) { return f->len - f->start; }
-
-const char *cb_framing_name(cb_framing_kind k) {
-    switch (k) {
-    case CB_FRAMING_NDJSON: return "ndjson";
-    case CB_FRAMING_LSP: return "lsp";
-    default: return "unknown";
-    }
-}
-
 static void compact(cb_framer_t *f) {
     if (f->start == 0) return;
     size_t rest = f->len - f->start;
