@@ -129,16 +129,12 @@ extension RPCServer {
             held.keep(method, params)
             return
         }
+        // The transport drops notifications to a slow reader (C, one policy for every connection).
+        if endpoint.notifyLimitBytes != sockets.policy.notifyLimitBytes { endpoint.notifyLimitBytes = sockets.policy.notifyLimitBytes }
         for c in endpoint.allConnections where c.userInfo["receivesNotifications"] != nil {
             guard audience.includes(connection: c.id) else { continue }
             guard c.isSocket else {
                 if !c.notify(method, params) { Log.debug("notification \(method) to connection \(c.id) dropped") }
-                continue
-            }
-            if c.queuedBytes > sockets.policy.notifyLimitBytes {
-                c.countDroppedNotification()
-                sockets.droppedNotifications += 1
-                Log.debug("notification \(method) to slow client \(c.id) dropped (\(c.queuedBytes) bytes unread)")
                 continue
             }
             if bytes.isEmpty {
@@ -149,7 +145,11 @@ extension RPCServer {
                 params.encode(into: &bytes)
                 bytes.append(0x7D)
             }
-            c.send(serialized: bytes)
+            let dropped = c.droppedNotifications
+            if !c.sendNotification(serialized: bytes), c.droppedNotifications > dropped {
+                sockets.droppedNotifications += 1
+                Log.debug("notification \(method) to slow client \(c.id) dropped (\(c.queuedBytes) bytes unread)")
+            }
         }
     }
 
