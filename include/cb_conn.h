@@ -1,89 +1,122 @@
 #ifndef CB_CONN_H
 #define CB_CONN_H
-/* A connection is a value: framing state, an output queue and a transport.
- * stdio is the first transport; an in-memory one serves tests, fuzzers and
- * benchmarks; a socket transport can be added without touching the rest.
+/* A connection: framing state, an output queue and a transport (stdio, a
+ * unix-socket client, or in memory for tests, fuzzers and benchmarks). It
+ * knows nothing of JSON-RPC: like a libuv stream handing bytes to its read
+ * callback, it hands each complete frame, framing error and life-cycle event
+ * to the handler it was created with.
  *
- * Output policy (slow readers): replies are queued and written without
+ * Output policy (slow readers): output is queued and written without
  * blocking. When more than `high_water` bytes are queued the connection stops
  * reading (and decoding) its input until the queue drains below `low_water`,
  * so a peer that writes but never reads cannot grow our memory: it blocks on
- * its own full pipe instead. Server->client notifications are dropped (and
- * counted) while more than `notify_limit` bytes are queued. */
+ * its own full pipe instead. Notifications are dropped (and counted) while
+ * more than `notify_limit` bytes are queued: a broadcast must not grow the
+ * queue of a peer that is not reading.
+ *
+ * Lifetime: the owner holds one reference (cb_conn_release when done with
+ * it, at any time); the open transport holds another until
+ * CB_CONN_EV_CLOSED has been delivered, so the memory goes once both are
+ * gone, whichever is last. */
 #include <stddef.h>
 #include <stdint.h>
 #include "cb_buf.h"
 #include "cb_framing.h"
-#include "cb_rpc.h"
 
-typedef struct cb_conn_ops_s {
-    /* Write out c->out (may take its storage); 0 or a negative error. */
-    int (*write)(cb_conn_t *c);
-    void (*read_start)(cb_conn_t *c);
-    void (*read_stop)(cb_conn_t *c);
-    /* Release transport handles; must end with cb_conn__closed(c). */
-    void (*close)(cb_conn_t *c);
-    /* Arrange for cb_conn__flush(c) on the next loop turn. */
-    void (*wake)(cb_conn_t *c);
-} cb_conn_ops_t;
+typedef struct cb_conn_s cb_conn_t;
+struct uv_loop_s;
 
-struct cb_conn_s {
-    void *data; /* the owner's */
+typedef enum {
+    CB_CONN_EV_EOF = 1,         /* the peer closed its side (or reading failed) */
+    CB_CONN_EV_WRITE_ERROR = 2, /* the peer stopped accepting output (EPIPE...) */
+    CB_CONN_EV_CLOSED = 3,      /* closing finished: output flushed, handles closed */
+} cb_conn_event;
+
+typedef enum {
+    CB_TRANSPORT_MEMORY = 0,
+    CB_TRANSPORT_STDIO = 1,
+    CB_TRANSPORT_SOCKET = 2,
+} cb_transport_kind;
+
+typedef struct {
+    size_t max_message_bytes; /* 0: 16 MiB */
+    size_t high_water;        /* queued output above which input is paused (0: 4 MiB) */
+    size_t low_water;         /* queued output below which input resumes (0: high_water / 4) */
+    size_t notify_limit;      /* queued output above which notifications are dropped (0: 256 KiB) */
+} cb_conn_limits_t;
+
+/* Where a connection's input goes. Every callback gets `data`. */
+typedef struct {
+    /* One complete message body (borrowed for the call). */
+    void (*on_message)(void *data, cb_conn_t *c, const char *text, size_t len);
+    /* A frame that could not be delivered: CB_FRAME_TOO_BIG, _BAD_HEADER or
+     * _TRUNCATED, with the framer's size and detail. */
+    void (*on_frame_error)(void *data, cb_conn_t *c, cb_frame_event ev, size_t len, const char *detail);
+    void (*on_event)(void *data, cb_conn_t *c, cb_conn_event ev);
+    /* The connection exists (0), or the handler refuses it (an error: the
+     * connection is not created). Optional. */
+    int (*on_open)(void *data, cb_conn_t *c);
+    /* The connection's memory is about to go. Optional. */
+    void (*on_free)(void *data, cb_conn_t *c);
+    void *data;
+} cb_conn_handler_t;
+
+/* What a transport needs to create a connection. */
+typedef struct {
+    struct uv_loop_s *loop;
+    cb_conn_handler_t handler;
+    cb_conn_limits_t limits;
     uint64_t id;
-    cb_rpc_t *rpc;
-    const cb_conn_ops_t *ops;
-    void *transport;
-    cb_framer_t in;
-    cb_buf_t out;       /* framed output not yet handed to the transport */
-    cb_buf_t scratch;   /* one message being serialised */
-    size_t inflight;    /* bytes handed to the transport, not yet written */
-    int refs;
-    unsigned paused : 1, eof : 1, closing : 1, closed : 1, write_failed : 1, in_dispatch : 1,
-        flush_scheduled : 1, reading : 1;
-    uint64_t pauses, dropped_notifications, bytes_in, bytes_out;
-};
+} cb_conn_setup_t;
 
-/* An in-memory connection: bytes go in with cb_conn_feed, replies collect in
- * an output buffer read with cb_conn_output. */
-cb_conn_t *cb_conn_open_memory(cb_rpc_t *rpc);
+/* An in-memory connection: bytes go in with cb_conn_feed, output collects
+ * in a buffer read with cb_conn_output. */
+cb_conn_t *cb_conn_new_memory(const cb_conn_setup_t *setup);
 /* The process's stdin/stdout (pipe, socket, file, TTY or /dev/null). */
-int cb_conn_open_stdio(cb_rpc_t *rpc, cb_conn_t **out);
+int cb_conn_new_stdio(const cb_conn_setup_t *setup, cb_conn_t **out);
 
 int cb_conn_feed(cb_conn_t *c, const char *bytes, size_t n);
 void cb_conn_feed_eof(cb_conn_t *c);
 const char *cb_conn_output(cb_conn_t *c, size_t *len);
 void cb_conn_output_clear(cb_conn_t *c);
 
-/* Sends a notification (params borrowed); CB_ETOOBIG when dropped by the
- * slow-reader policy, CB_ECLOSED after close. */
-int cb_conn_notify(cb_conn_t *c, const char *method, json_t *params);
-/* Sends one already-serialised message, framed for this peer. */
+/* Sends one already-serialised message, framed for this peer; CB_ECLOSED
+ * after close. */
 int cb_conn_send(cb_conn_t *c, const char *json, size_t len);
+/* Sends an already-serialised notification under the slow-reader policy:
+ * CB_ETOOBIG (and counted) when more than notify_limit bytes are queued,
+ * CB_ECLOSED once closing. */
+int cb_conn_send_notification(cb_conn_t *c, const char *json, size_t len);
 /* Flushes what is queued, then closes; CB_CONN_EV_CLOSED follows. */
 void cb_conn_close(cb_conn_t *c);
 /* Closes now: queued output is discarded and writes in flight are cancelled
  * (a peer that does not read); CB_CONN_EV_CLOSED follows once the transport's
  * handles are closed. */
 void cb_conn_abort(cb_conn_t *c);
-cb_framing_kind cb_conn_framing(const cb_conn_t *c);
-size_t cb_conn_queued(const cb_conn_t *c);
 
 void cb_conn_retain(cb_conn_t *c);
 void cb_conn_release(cb_conn_t *c);
 
-/* For transports. */
-void cb_conn__input(cb_conn_t *c, size_t n);   /* n bytes landed in the framer's reserved space */
-void cb_conn__input_eof(cb_conn_t *c);
-void cb_conn__written(cb_conn_t *c, size_t n, int status);
-void cb_conn__closed(cb_conn_t *c);
-void cb_conn__flush(cb_conn_t *c);
-cb_conn_t *cb_conn__new(cb_rpc_t *rpc, const cb_conn_ops_t *ops);
-/* Writes c->out to a stream without blocking: uv_try_write, then a uv_write
- * of what is left (counted in c->inflight until cb_conn__written). */
-struct uv_stream_s;
-int cb_conn__write_stream(cb_conn_t *c, struct uv_stream_s *st);
-/* A libuv read buffer in the framer's free space: at least `want` bytes
- * reserved, at most `max` offered; empty when out of memory. */
-struct uv_buf_t;
-void cb_conn__read_buffer(cb_conn_t *c, size_t want, size_t max, struct uv_buf_t *buf);
+uint64_t cb_conn_id(const cb_conn_t *c);
+void *cb_conn_data(const cb_conn_t *c);
+void cb_conn_set_data(cb_conn_t *c, void *data);
+cb_transport_kind cb_conn_transport(const cb_conn_t *c);
+cb_framing_kind cb_conn_framing(const cb_conn_t *c);
+/* Bytes queued for the peer and not yet written. */
+size_t cb_conn_queued(const cb_conn_t *c);
+/* No longer reading: cb_conn_close or cb_conn_abort was called. */
+int cb_conn_is_closing(const cb_conn_t *c);
+/* No more output is accepted (the transport is closing or closed). */
+int cb_conn_is_closed(const cb_conn_t *c);
+/* 1 until the transport has closed its handles (CB_CONN_EV_CLOSED). */
+int cb_conn_has_transport(const cb_conn_t *c);
+size_t cb_conn_notify_limit(const cb_conn_t *c);
+void cb_conn_set_notify_limit(cb_conn_t *c, size_t limit);
+
+typedef struct {
+    uint64_t pauses;                /* times input was paused for a slow reader */
+    uint64_t dropped_notifications; /* notifications dropped by the slow-reader policy */
+    uint64_t bytes_in, bytes_out;   /* bytes read, bytes the peer has taken */
+} cb_conn_stats_t;
+cb_conn_stats_t cb_conn_stats(const cb_conn_t *c);
 #endif

@@ -57,7 +57,4 @@ int cb_framer_feed(cb_framer_t *f, const char *bytes, size_t n, cb_frame_cb cb, 
 /* The stream ended: a final NDJSON line without '\n' is still a message;
  * anything else left over is reported as CB_FRAME_TRUNCATED. */
 void cb_framer_finish(cb_framer_t *f, cb_frame_cb cb, void *data);
-/* Bytes buffered and not yet decoded. */
-size_t cb_framer_pending(const cb_framer_t *f);
-const char *cb_framing_name(cb_framing_kind k);
 #endif

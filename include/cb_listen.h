@@ -18,22 +18,15 @@
 
 typedef struct cb_listener_s cb_listener_t;
 
-/* A client connected; conn belongs to the callee (cb_conn_release after
- * CB_CONN_EV_CLOSED, like any connection). Reading starts after the call. */
+/* A client connected; conn belongs to the callee (cb_conn_release when done
+ * with it, like any connection). Reading starts after the call. */
 typedef void (*cb_listen_cb)(cb_listener_t *l, cb_conn_t *conn);
 
-struct cb_listener_s {
-    void *data; /* the owner's */
-    cb_rpc_t *rpc;
-    cb_listen_cb on_accept;
-    char *path;
-    uint64_t accepted, accept_errors;
-    /* private */
-    uv_pipe_t pipe;
-    int lock_fd;
-    uint64_t dev, ino; /* the socket file we created (unlinked only if unchanged) */
-    int closing;
-};
+void *cb_listener_data(const cb_listener_t *l);
+void cb_listener_set_data(cb_listener_t *l, void *data);
+uint64_t cb_listener_accepted(const cb_listener_t *l);
+/* accept() failures, and clients refused for want of memory or of an open endpoint */
+uint64_t cb_listener_accept_errors(const cb_listener_t *l);
 
 /* Longest socket path (sun_path minus the terminating NUL). */
 size_t cb_listen_path_max(void);
@@ -47,9 +40,8 @@ int cb_listen_unix(cb_rpc_t *rpc, const char *path, int backlog, cb_listen_cb on
 /* Stops accepting, unlinks the socket file (if still ours), releases the
  * lock (the empty lock file stays: unlinking it would let two servers hold
  * "the" lock at once), and frees the listener once libuv has closed the
- * handle. Connections already accepted are not touched. */
+ * handle. Connections already accepted are not touched. The listener holds
+ * a reference to rpc until then. */
 void cb_listener_close(cb_listener_t *l);
 
-/* 1 if c was accepted by a listener. */
-int cb_conn_is_socket(const cb_conn_t *c);
 #endif

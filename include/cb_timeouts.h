@@ -57,7 +57,6 @@ void cb_timeouts_close(cb_timeouts *t);
 
 void cb_timeouts_set_data(cb_timeouts *t, void *data);
 void *cb_timeouts_get_data(const cb_timeouts *t);
-cb_clock_kind cb_timeouts_clock(const cb_timeouts *t);
 
 /* The scheduler's clock in ms (system: the loop's monotonic time, refreshed;
  * manual: starts at 0 and moves only by advance). */
@@ -89,9 +88,6 @@ size_t cb_timeouts_memory(const cb_timeouts *t);
  * by those callbacks inside the window. *fired (may be NULL) gets the count. */
 int cb_timeouts_advance(cb_timeouts *t, uint64_t ms, size_t *fired);
 
-/* System clock: at most this many callbacks per timer turn (default 4096)
- * before yielding to I/O, so a burst of due timeouts cannot starve the loop. */
-void cb_timeouts_set_batch_limit(cb_timeouts *t, size_t limit);
 /* System clock: whether pending timeouts keep uv_run() from returning (on by
  * default, like a uv timer; a server may turn it off so only I/O does). */
 void cb_timeouts_set_ref(cb_timeouts *t, int ref);

@@ -14,7 +14,10 @@ public final class EventLoop {
     deinit {
         // Close any handles still open (timers, pipes) so uv_loop_close succeeds.
         uv_walk(uv, { h, _ in if uv_is_closing(h) == 0 { uv_close(h, nil) } }, nil)
-        uv_run(uv, UV_RUN_DEFAULT)
+        // After a stop() (the server's exit) uv_run returns at once, clearing
+        // the flag as it does: run until the closes above have finished, or
+        // uv_loop_close fails and the loop's memory leaks.
+        while uv_run(uv, UV_RUN_DEFAULT) != 0 {}
         uv_loop_close(uv)
         uv.deallocate()
     }

@@ -44,7 +44,7 @@ public struct ListenError: Error, CustomStringConvertible {
 /// detection and output queue. Closing it (or letting it go) removes the
 /// socket file; clients already connected stay.
 public final class RPCListener {
-    private var raw: UnsafeMutablePointer<cb_listener_t>?
+    private var raw: OpaquePointer?
     public let path: String
     /// Holds the endpoint: accepted connections are adopted into it.
     public let endpoint: RPCEndpoint
@@ -59,7 +59,7 @@ public final class RPCListener {
     }
 
     fileprivate func open(backlog: Int32) throws {
-        var l: UnsafeMutablePointer<cb_listener_t>?
+        var l: OpaquePointer?
         let rc = cb_listen_unix(endpoint.rpc, path, backlog, listenerAccept, Unmanaged.passUnretained(self).toOpaque(), &l)
         guard rc == 0, let l else { throw ListenError(path: path, code: rc) }
         raw = l
@@ -68,31 +68,32 @@ public final class RPCListener {
     deinit { close() }
 
     /// Clients accepted so far.
-    public var accepted: UInt64 { raw.map { $0.pointee.accepted } ?? acceptedCount }
+    public var accepted: UInt64 { raw.map { cb_listener_accepted($0) } ?? acceptedCount }
     /// accept() failures (e.g. out of file descriptors).
-    public var acceptErrors: UInt64 { raw.map { $0.pointee.accept_errors } ?? acceptErrorCount }
+    public var acceptErrors: UInt64 { raw.map { cb_listener_accept_errors($0) } ?? acceptErrorCount }
     public var isOpen: Bool { raw != nil }
 
     /// Stops accepting and removes the socket file (if it is still ours).
     public func close() {
         guard let raw else { return }
-        acceptedCount = raw.pointee.accepted
-        acceptErrorCount = raw.pointee.accept_errors
-        raw.pointee.data = nil
+        acceptedCount = cb_listener_accepted(raw)
+        acceptErrorCount = cb_listener_accept_errors(raw)
+        cb_listener_set_data(raw, nil)
         cb_listener_close(raw) // freed by C once libuv has closed the handle
         self.raw = nil
     }
 
-    fileprivate func accept(_ c: UnsafeMutablePointer<cb_conn_t>) {
+    fileprivate func accept(_ c: OpaquePointer) {
         onAccept(endpoint.adopt(c))
     }
 }
 
 private let listenerAccept: cb_listen_cb = { l, c in
     guard let c else { return }
-    guard let d = l?.pointee.data else {
-        // not ours any more: close it, nobody will read it
+    guard let l, let d = cb_listener_data(l) else {
+        // not ours any more: close it, nobody will read it (C frees it once closed)
         cb_conn_close(c)
+        cb_conn_release(c)
         return
     }
     Unmanaged<RPCListener>.fromOpaque(d).takeUnretainedValue().accept(c)
@@ -111,29 +112,10 @@ extension RPCEndpoint {
 }
 
 extension RPCConnection {
-    /// Accepted by a listener (a unix-socket client), not stdio or in-memory.
-    public var isSocket: Bool { raw.map { cb_conn_is_socket($0) != 0 } ?? false }
-
     /// Drops the client now: unsent output is discarded and the socket
     /// closed (a graceful `close` would wait for a reader that never reads).
     public func abort() {
-        guard let raw, raw.pointee.closed == 0 else { return }
+        guard let raw, cb_conn_is_closed(raw) == 0 else { return }
         cb_conn_abort(raw)
     }
-
-    /// Bytes the peer has taken so far (progress of a slow reader).
-    public var bytesWritten: UInt64 { raw?.pointee.bytes_out ?? 0 }
-
-    /// Sends one already-serialised JSON message, framed for this peer (a
-    /// notification serialised once for many clients). False if closed.
-    @discardableResult
-    public func send(serialized bytes: [UInt8]) -> Bool {
-        guard let raw, raw.pointee.closing == 0, raw.pointee.closed == 0 else { return false }
-        return bytes.withUnsafeBufferPointer { b in
-            b.withMemoryRebound(to: CChar.self) { cb_conn_send(raw, $0.baseAddress, $0.count) == 0 }
-        }
-    }
-
-    /// Counts a notification the server chose not to send (slow-reader policy).
-    public func countDroppedNotification() { raw?.pointee.dropped_notifications += 1 }
 }

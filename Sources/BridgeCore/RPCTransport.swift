@@ -13,34 +13,47 @@ public enum Framing: String, Sendable {
 
 /// Limits of the JSON-RPC transport. Defaults: 16 MiB messages, nesting 128,
 /// input paused above 4 MiB of unread output and resumed below 1 MiB,
-/// notifications dropped above 64 MiB.
+/// notifications dropped above 256 KiB (the one drop policy, for every
+/// transport; `RPCEndpoint.notifyLimitBytes` changes it later).
 public struct TransportLimits: Sendable {
     public var maxMessageBytes: Int = 16 << 20
     public var maxDepth: Int = 128
     public var highWater: Int = 4 << 20
     public var lowWater: Int = 1 << 20
-    public var notifyLimit: Int = 64 << 20
+    public var notifyLimit: Int = 256 << 10
     public init() {}
 }
 
-/// One JSON-RPC peer (stdio, or in-memory). Owned by its `RPCEndpoint`.
+/// What carries a connection's bytes.
+public enum TransportKind: Sendable {
+    case stdio, socket, memory
+}
+
+/// One JSON-RPC peer (stdio, a unix-socket client, or in-memory). Owned by
+/// its `RPCEndpoint`.
 public final class RPCConnection {
-    var raw: UnsafeMutablePointer<cb_conn_t>?
+    var raw: OpaquePointer?
     public let id: Int
-    /// Anything the server wants to remember about this peer.
-    public var userInfo: [String: Any] = [:]
+    public let transport: TransportKind
     fileprivate var onClosed: (() -> Void)?
 
-    fileprivate init(_ raw: UnsafeMutablePointer<cb_conn_t>) {
+    fileprivate init(_ raw: OpaquePointer) {
         self.raw = raw
-        self.id = Int(raw.pointee.id)
+        id = Int(cb_conn_id(raw))
+        switch cb_conn_transport(raw) {
+        case CB_TRANSPORT_STDIO: transport = .stdio
+        case CB_TRANSPORT_SOCKET: transport = .socket
+        default: transport = .memory
+        }
     }
 
     deinit {
-        // The C connection outlives its close until this object goes: an
-        // in-memory peer can still read what was written before EOF.
+        // The C connection outlives its close until this object goes (an
+        // in-memory peer can still read what was written before EOF), and
+        // this object may go first: C frees the connection once its
+        // transport has closed too.
         if let raw {
-            raw.pointee.data = nil
+            cb_conn_set_data(raw, nil)
             cb_conn_release(raw)
         }
     }
@@ -53,14 +66,17 @@ public final class RPCConnection {
         default: return .unknown
         }
     }
-    public var isClosed: Bool { raw == nil || raw!.pointee.closed != 0 }
+    public var isClosed: Bool { raw.map { cb_conn_is_closed($0) != 0 } ?? true }
     /// Still accepting input (not closing or closed).
-    public var isOpen: Bool { raw != nil && raw!.pointee.closing == 0 && raw!.pointee.closed == 0 }
+    public var isOpen: Bool { raw.map { cb_conn_is_closing($0) == 0 } ?? false }
     /// Bytes queued for the peer and not yet written.
     public var queuedBytes: Int { raw.map { Int(cb_conn_queued($0)) } ?? 0 }
     /// How often input was paused because the peer did not read its replies.
-    public var pauses: UInt64 { raw?.pointee.pauses ?? 0 }
-    public var droppedNotifications: UInt64 { raw?.pointee.dropped_notifications ?? 0 }
+    public var pauses: UInt64 { raw.map { cb_conn_stats($0).pauses } ?? 0 }
+    /// Notifications dropped by the slow-reader policy (`notifyLimit`).
+    public var droppedNotifications: UInt64 { raw.map { cb_conn_stats($0).dropped_notifications } ?? 0 }
+    /// Bytes the peer has taken so far (progress of a slow reader).
+    public var bytesWritten: UInt64 { raw.map { cb_conn_stats($0).bytes_out } ?? 0 }
 
     /// Sends a server->client notification. Returns false when it was dropped
     /// (closed connection, or the peer has not read enough of its output).
@@ -72,9 +88,21 @@ public final class RPCConnection {
         return cb_conn_notify(raw, method, p) == 0
     }
 
+    /// Sends a notification already serialised as one JSON message (a
+    /// notification serialised once for many clients), framed for this
+    /// peer, under the same policy as `notify`: false when it was dropped
+    /// (counted in `droppedNotifications`) or the connection is closing.
+    @discardableResult
+    public func sendNotification(serialized bytes: [UInt8]) -> Bool {
+        guard let raw else { return false }
+        return bytes.withUnsafeBufferPointer { b in
+            b.withMemoryRebound(to: CChar.self) { cb_conn_send_notification(raw, $0.baseAddress, $0.count) == 0 }
+        }
+    }
+
     /// Flushes queued output, then closes; `then` runs when it is done.
     public func close(then: (() -> Void)? = nil) {
-        guard let raw, raw.pointee.closing == 0 else { then?(); return }
+        guard let raw, cb_conn_is_closing(raw) == 0 else { then?(); return }
         onClosed = then
         cb_conn_close(raw)
     }
@@ -153,8 +181,9 @@ public struct RPCCall {
 /// answers fixed-result methods in C, and hands every other call to `onCall`.
 public final class RPCEndpoint {
     public let loop: EventLoop
-    var rpc: UnsafeMutablePointer<cb_rpc_t>!
+    var rpc: OpaquePointer!
     fileprivate var connections: [Int: RPCConnection] = [:]
+    private var closeWaiters: [() -> Void] = []
     private var signals: OpaquePointer?
     /// Every call that C does not answer itself.
     public var onCall: (RPCCall) -> Void = { $0.responder?.error(code: -32601, message: "Method not found", data: nil) }
@@ -176,35 +205,38 @@ public final class RPCEndpoint {
         l.notify_limit = max(1, limits.notifyLimit)
         rpc = cb_rpc_new(loop.uv, &l, endpointCall, endpointConnEvent, nil)
         precondition(rpc != nil, "cb_rpc_new: out of memory")
-        rpc.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+        cb_rpc_set_data(rpc, Unmanaged.passUnretained(self).toOpaque())
     }
 
     deinit {
-        for c in connections.values { c.close() }
         if let signals { cb_signals_close(signals) }
-        loop.runOnce()
-        // What is still open waits for a peer that does not read: abort it
-        // (libuv cancels the writes) and let the loop finish closing the
-        // handles while the connections are alive; their callbacks must not
-        // outlive them, and their events no longer reach this object.
-        rpc.pointee.data = nil
-        let open = connections.values.compactMap(\.raw)
-        for raw in open { raw.pointee.data = nil; cb_conn_abort(raw) }
-        var turns = 0
-        while turns < 10_000, open.contains(where: { $0.pointee.transport != nil }) {
-            loop.runOnce()
-            turns += 1
-            if turns % 100 == 0 { usleep(1000) } // a thread-pool read finishing
-        }
-        // One still open (a blocking read that cannot be cancelled) keeps its
-        // memory and the rpc it points to: a leak at exit beats a callback
-        // into freed memory.
-        let stuck = open.contains { $0.pointee.transport != nil }
-        for c in connections.values {
-            if let raw = c.raw, raw.pointee.transport == nil { cb_conn_release(raw) }
-            c.raw = nil
-        }
-        if !stuck { cb_rpc_free(rpc) }
+        for c in connections.values { if let raw = c.raw { cb_conn_set_data(raw, nil) } }
+        // No callback reaches this object from here on. C closes what is
+        // still open and frees each connection (and the endpoint, last) once
+        // its handles are closed and its owner has let go.
+        cb_rpc_close(rpc)
+    }
+
+    /// Closes every connection (each flushes what is queued first); `then`
+    /// runs once all of them have finished closing (at once if none is open).
+    public func close(then: @escaping () -> Void) {
+        closeWaiters.append(then)
+        for c in connections.values { if let raw = c.raw, cb_conn_is_closing(raw) == 0 { cb_conn_close(raw) } }
+        finishClose()
+    }
+
+    private func finishClose() {
+        guard !closeWaiters.isEmpty, connections.isEmpty else { return }
+        let waiters = closeWaiters
+        closeWaiters = []
+        for w in waiters { w() }
+    }
+
+    /// Queued output above which notifications are dropped, for every
+    /// connection (open now or later): the slow-reader policy.
+    public var notifyLimitBytes: Int {
+        get { Int(cb_rpc_notify_limit(rpc)) }
+        set { cb_rpc_set_notify_limit(rpc, max(1, newValue)) }
     }
 
     /// Answers `method` in C with a fixed result (valid JSON text).
@@ -216,15 +248,16 @@ public final class RPCEndpoint {
 
     /// Starts serving the process's stdin/stdout.
     public func openStdio() throws -> RPCConnection {
-        var raw: UnsafeMutablePointer<cb_conn_t>?
-        let rc = cb_conn_open_stdio(rpc, &raw)
+        var raw: OpaquePointer?
+        let rc = cb_rpc_open_stdio(rpc, &raw)
         guard rc == 0, let raw else { throw TransportError(code: Int(rc)) }
         return adopt(raw)
     }
 
     /// A connection driven from this process (tests, fuzzers, benchmarks).
     public func openInMemory() -> RPCConnection {
-        adopt(cb_conn_open_memory(rpc))
+        guard let raw = cb_rpc_open_memory(rpc) else { fatalError("cb_rpc_open_memory: out of memory") }
+        return adopt(raw)
     }
 
     public var allConnections: [RPCConnection] { connections.keys.sorted().compactMap { connections[$0] } }
@@ -260,13 +293,13 @@ public final class RPCEndpoint {
         public var messages, answeredInC, dispatched, errors: UInt64
     }
     public var counters: Counters {
-        Counters(messages: rpc.pointee.messages, answeredInC: rpc.pointee.c_answered,
-                 dispatched: rpc.pointee.dispatched, errors: rpc.pointee.errors)
+        let c = cb_rpc_counters(rpc)
+        return Counters(messages: c.messages, answeredInC: c.c_answered, dispatched: c.dispatched, errors: c.errors)
     }
 
-    func adopt(_ raw: UnsafeMutablePointer<cb_conn_t>) -> RPCConnection {
+    func adopt(_ raw: OpaquePointer) -> RPCConnection {
         let c = RPCConnection(raw)
-        raw.pointee.data = Unmanaged.passUnretained(c).toOpaque()
+        cb_conn_set_data(raw, Unmanaged.passUnretained(c).toOpaque())
         connections[c.id] = c
         return c
     }
@@ -277,6 +310,7 @@ public final class RPCEndpoint {
         let then = c.onClosed
         c.onClosed = nil
         then?()
+        finishClose()
     }
 }
 
@@ -291,13 +325,13 @@ public struct TransportError: Error, CustomStringConvertible {
     public var description: String { String(cString: cb_strerror(Int32(code))) }
 }
 
-private func endpoint(_ rpc: UnsafeMutablePointer<cb_rpc_t>?) -> RPCEndpoint? {
-    guard let d = rpc?.pointee.data else { return nil }
+private func endpoint(_ rpc: OpaquePointer?) -> RPCEndpoint? {
+    guard let rpc, let d = cb_rpc_data(rpc) else { return nil }
     return Unmanaged<RPCEndpoint>.fromOpaque(d).takeUnretainedValue()
 }
 
-private func connection(_ c: UnsafeMutablePointer<cb_conn_t>?) -> RPCConnection? {
-    guard let d = c?.pointee.data else { return nil }
+private func connection(_ c: OpaquePointer?) -> RPCConnection? {
+    guard let c, let d = cb_conn_data(c) else { return nil }
     return Unmanaged<RPCConnection>.fromOpaque(d).takeUnretainedValue()
 }
 

@@ -31,9 +31,6 @@ public final class Lifecycle {
 /// One client, whatever carries its bytes: typed state the server keeps about
 /// it. The transport (framing, output queue, slow-reader accounting) is C's.
 public final class Connection {
-    public enum Transport: Sendable { case stdio, socket, memory }
-
-    public let transport: Transport
     public let io: RPCConnection
     public let lifecycle: Lifecycle
     /// The `initialize` deviceId; for a socket client that gave none, one
@@ -48,13 +45,13 @@ public final class Connection {
     var lastWritten: UInt64 = 0
     var stalledSinceMs: UInt64?
 
-    init(_ io: RPCConnection, transport: Transport, lifecycle: Lifecycle) {
+    init(_ io: RPCConnection, lifecycle: Lifecycle) {
         self.io = io
-        self.transport = transport
         self.lifecycle = lifecycle
     }
 
     public var id: Int { io.id }
+    public var transport: TransportKind { io.transport }
     public var framing: Framing { io.framing }
 
     /// Who is calling, for the handlers.

@@ -71,9 +71,9 @@ public final class RPCServer {
 
     // MARK: connections
 
-    private func adopt(_ io: RPCConnection, _ transport: Connection.Transport) -> Connection {
-        let life = transport == .socket ? Lifecycle(endsProcess: false) : processLifecycle
-        let c = Connection(io, transport: transport, lifecycle: life)
+    private func adopt(_ io: RPCConnection) -> Connection {
+        let life = io.transport == .socket ? Lifecycle(endsProcess: false) : processLifecycle
+        let c = Connection(io, lifecycle: life)
         env.router.add(c)
         return c
     }
@@ -85,7 +85,7 @@ public final class RPCServer {
     @discardableResult
     public func listen(unixPath path: String) throws -> RPCListener {
         let l = try endpoint.listen(unixPath: path) { [unowned self] io in
-            let c = self.adopt(io, .socket)
+            let c = self.adopt(io)
             self.log.debug("socket client \(c.id) connected")
         }
         listeners.append(l)
@@ -100,7 +100,7 @@ public final class RPCServer {
     public func serve(stdio useStdio: Bool) throws -> Int32 {
         endpoint.watchSignals()
         if useStdio {
-            stdio = adopt(try endpoint.openStdio(), .stdio)
+            stdio = adopt(try endpoint.openStdio())
             watchSlowClients()
             log.debug("serving on stdio")
         }
@@ -112,7 +112,7 @@ public final class RPCServer {
     /// An in-process client: bytes in, replies out, no pipes (fuzzers,
     /// benchmarks, unit tests). Its calls take the same path as stdio's.
     public func makeInProcessClient() -> InProcessClient {
-        InProcessClient(server: self, connection: adopt(endpoint.openInMemory(), .memory).io)
+        InProcessClient(server: self, connection: adopt(endpoint.openInMemory()).io)
     }
 
     /// Sends a notification to every connection that completed `initialize`.

@@ -1,20 +1,33 @@
-#include "cb_conn.h"
+#include "conn_private.h"
 #include "cb_error.h"
-#include "cb_jsonrpc.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void notify_owner(cb_conn_t *c, cb_conn_event ev);
+static void notify_handler(cb_conn_t *c, cb_conn_event ev);
 
-static cb_conn_t *conn_new(cb_rpc_t *rpc, const cb_conn_ops_t *ops) {
+static void fill_limits(cb_conn_limits_t *l, const cb_conn_limits_t *given) {
+    *l = *given;
+    if (!l->max_message_bytes) l->max_message_bytes = 16u << 20;
+    if (!l->high_water) l->high_water = 4u << 20;
+    if (!l->low_water || l->low_water > l->high_water) l->low_water = l->high_water / 4;
+    if (!l->notify_limit) l->notify_limit = 256u << 10;
+}
+
+cb_conn_t *cb_conn__new(const cb_conn_setup_t *setup, const cb_conn_ops_t *ops) {
     cb_conn_t *c = calloc(1, sizeof *c);
     if (!c) return NULL;
-    c->rpc = rpc;
+    c->handler = setup->handler;
+    c->id = setup->id;
     c->ops = ops;
-    c->id = rpc->next_conn_id++;
-    c->refs = 1; /* the owner's; dropped with cb_conn_release after CLOSED */
-    cb_framer_init(&c->in, rpc->limits.max_message_bytes);
+    fill_limits(&c->limits, &setup->limits);
+    c->refs = 2; /* the owner's, and the transport's until CLOSED */
+    cb_framer_init(&c->in, c->limits.max_message_bytes);
+    if (c->handler.on_open && c->handler.on_open(c->handler.data, c) != 0) {
+        c->handler.on_free = NULL; /* the handler never took it */
+        cb_conn__discard(c);
+        return NULL;
+    }
     return c;
 }
 
@@ -22,31 +35,49 @@ void cb_conn_retain(cb_conn_t *c) { c->refs++; }
 
 void cb_conn_release(cb_conn_t *c) {
     if (--c->refs > 0) return;
+    if (c->handler.on_free) c->handler.on_free(c->handler.data, c);
     cb_framer_free(&c->in);
     cb_buf_free(&c->out);
-    cb_buf_free(&c->scratch);
     free(c);
 }
 
+void cb_conn__discard(cb_conn_t *c) {
+    c->closed = 1;
+    c->transport_done = 1;
+    c->refs = 1;
+    cb_conn_release(c);
+}
+
+uint64_t cb_conn_id(const cb_conn_t *c) { return c->id; }
+void *cb_conn_data(const cb_conn_t *c) { return c->data; }
+void cb_conn_set_data(cb_conn_t *c, void *data) { c->data = data; }
+cb_transport_kind cb_conn_transport(const cb_conn_t *c) { return c->ops->kind; }
 cb_framing_kind cb_conn_framing(const cb_conn_t *c) { return c->in.kind; }
 size_t cb_conn_queued(const cb_conn_t *c) { return c->out.len + c->inflight; }
+int cb_conn_is_closing(const cb_conn_t *c) { return c->closing || c->closed; }
+int cb_conn_is_closed(const cb_conn_t *c) { return c->closed; }
+int cb_conn_has_transport(const cb_conn_t *c) { return !c->transport_done; }
+size_t cb_conn_notify_limit(const cb_conn_t *c) { return c->limits.notify_limit; }
+void cb_conn_set_notify_limit(cb_conn_t *c, size_t limit) { c->limits.notify_limit = limit; }
+cb_conn_stats_t cb_conn_stats(const cb_conn_t *c) { return c->stats; }
+
+static void write_failed(cb_conn_t *c) {
+    c->write_failed = 1;
+    c->out.len = 0;
+    notify_handler(c, CB_CONN_EV_WRITE_ERROR);
+}
 
 void cb_conn__flush(cb_conn_t *c) {
     c->flush_scheduled = 0;
-    if (!c->out.len || !c->ops || !c->ops->write) return;
+    if (!c->out.len || !c->ops->write) return;
     if (c->write_failed) { c->out.len = 0; return; }
-    int rc = c->ops->write(c);
-    if (rc < 0) {
-        c->write_failed = 1;
-        c->out.len = 0;
-        notify_owner(c, CB_CONN_EV_WRITE_ERROR);
-    }
+    if (c->ops->write(c) < 0) write_failed(c);
 }
 
 static void schedule_flush(cb_conn_t *c) {
     /* Inside input processing the flush happens once the chunk is decoded, so
      * a burst of pipelined requests is answered with a single write. */
-    if (c->in_dispatch || c->flush_scheduled || !c->ops || !c->ops->write) return;
+    if (c->in_dispatch || c->flush_scheduled || !c->ops->write) return;
     c->flush_scheduled = 1;
     if (c->ops->wake) c->ops->wake(c);
     else cb_conn__flush(c);
@@ -79,58 +110,31 @@ int cb_conn_send(cb_conn_t *c, const char *json, size_t len) {
     return 0;
 }
 
-int cb_conn_notify(cb_conn_t *c, const char *method, json_t *params) {
+int cb_conn_send_notification(cb_conn_t *c, const char *json, size_t len) {
     if (c->closed || c->closing || c->write_failed) return CB_ECLOSED;
-    if (cb_conn_queued(c) > c->rpc->limits.notify_limit) {
-        c->dropped_notifications++;
+    if (cb_conn_queued(c) > c->limits.notify_limit) {
+        c->stats.dropped_notifications++;
         return CB_ETOOBIG;
     }
-    cb_buf_t b = {0};
-    int rc = cb_jsonrpc_write_notification(&b, method, params);
-    if (!rc) rc = cb_conn_send(c, b.p, b.len);
-    cb_buf_free(&b);
-    return rc;
+    return cb_conn_send(c, json, len);
 }
 
 static void pause_input(cb_conn_t *c) {
     if (c->paused) return;
     c->paused = 1;
-    c->pauses++;
-    if (c->ops && c->ops->read_stop) c->ops->read_stop(c);
+    c->stats.pauses++;
+    if (c->ops->read_stop) c->ops->read_stop(c);
 }
 
 static int over_high_water(cb_conn_t *c) {
-    return c->ops && c->ops->write && cb_conn_queued(c) > c->rpc->limits.high_water;
-}
-
-static void send_error(cb_conn_t *c, int code, const char *message, json_t *data) {
-    c->rpc->errors++;
-    c->scratch.len = 0;
-    cb_jsonrpc_write_error(&c->scratch, NULL, code, message, data);
-    json_decref(data);
-    cb_conn_send(c, c->scratch.p, c->scratch.len);
+    return c->ops->write && cb_conn_queued(c) > c->limits.high_water;
 }
 
 static int on_frame(void *data, cb_frame_event ev, const char *bytes, size_t len, const char *detail) {
     cb_conn_t *c = data;
     if (c->closing) return 1;
-    switch (ev) {
-    case CB_FRAME_MESSAGE:
-        cb_rpc_handle_message(c, bytes, len);
-        break;
-    case CB_FRAME_TOO_BIG:
-        send_error(c, CB_JSONRPC_INVALID_REQUEST, "Message too large",
-                   json_pack("{s:s, s:I, s:I}", "reason", detail, "size", (json_int_t)len, "limit",
-                             (json_int_t)c->rpc->limits.max_message_bytes));
-        break;
-    case CB_FRAME_BAD_HEADER:
-        send_error(c, CB_JSONRPC_PARSE_ERROR, "Parse error", json_pack("{s:s}", "reason", detail));
-        break;
-    case CB_FRAME_TRUNCATED:
-        send_error(c, CB_JSONRPC_PARSE_ERROR, "Parse error",
-                   json_pack("{s:s, s:I}", "reason", detail, "received", (json_int_t)len));
-        break;
-    }
+    if (ev == CB_FRAME_MESSAGE) c->handler.on_message(c->handler.data, c, bytes, len);
+    else c->handler.on_frame_error(c->handler.data, c, ev, len, detail);
     if (c->closing) return 1;
     if (over_high_water(c)) {
         /* flush now: the pause lasts until the transport has written enough */
@@ -142,10 +146,10 @@ static int on_frame(void *data, cb_frame_event ev, const char *bytes, size_t len
     return 0;
 }
 
-/* The owner may drop its reference from inside an event callback. */
-static void notify_owner(cb_conn_t *c, cb_conn_event ev) {
+/* The handler (or the owner behind it) may drop a reference from inside. */
+static void notify_handler(cb_conn_t *c, cb_conn_event ev) {
     cb_conn_retain(c);
-    c->rpc->on_conn(c->rpc, c, ev);
+    c->handler.on_event(c->handler.data, c, ev);
     cb_conn_release(c);
 }
 
@@ -154,12 +158,12 @@ static void finish_input(cb_conn_t *c) {
     cb_framer_finish(&c->in, on_frame, c);
     c->in_dispatch = 0;
     cb_conn__flush(c);
-    notify_owner(c, CB_CONN_EV_EOF);
+    notify_handler(c, CB_CONN_EV_EOF);
 }
 
 void cb_conn__input(cb_conn_t *c, size_t n) {
     cb_conn_retain(c);
-    c->bytes_in += n;
+    c->stats.bytes_in += n;
     c->in_dispatch = 1;
     int paused = cb_framer_commit(&c->in, n, on_frame, c);
     c->in_dispatch = 0;
@@ -177,38 +181,34 @@ void cb_conn__input_eof(cb_conn_t *c) {
 static void maybe_close(cb_conn_t *c) {
     if (c->closing && !c->closed && c->inflight == 0 && !c->out.len) {
         c->closed = 1; /* no more output accepted from here on */
-        if (c->ops && c->ops->close) c->ops->close(c);
-        else cb_conn__closed(c);
+        c->ops->close(c);
     }
+}
+
+static void resume_input(cb_conn_t *c) {
+    c->paused = 0;
+    cb_conn__input(c, 0); /* decode what was buffered while paused */
+    if (c->paused || c->closing) return;
+    if (c->eof) finish_input(c);
+    else if (c->ops->read_start) c->ops->read_start(c);
 }
 
 void cb_conn__written(cb_conn_t *c, size_t n, int status) {
     c->inflight -= n;
-    c->bytes_out += n;
+    c->stats.bytes_out += n;
     cb_conn_retain(c);
-    if (status < 0 && !c->write_failed) {
-        c->write_failed = 1;
-        c->out.len = 0;
-        notify_owner(c, CB_CONN_EV_WRITE_ERROR);
-    }
+    if (status < 0 && !c->write_failed) write_failed(c);
     if (c->write_failed) c->out.len = 0;
-    if (c->paused && !c->closing && cb_conn_queued(c) < c->rpc->limits.low_water) {
-        c->paused = 0;
-        cb_conn_retain(c);
-        cb_conn__input(c, 0); /* decode what was buffered while paused */
-        if (!c->paused && !c->closing) {
-            if (c->eof) finish_input(c);
-            else if (c->ops->read_start) c->ops->read_start(c);
-        }
-        cb_conn_release(c);
-    }
+    if (c->paused && !c->closing && cb_conn_queued(c) < c->limits.low_water) resume_input(c);
     maybe_close(c);
     cb_conn_release(c);
 }
 
 void cb_conn__closed(cb_conn_t *c) {
     c->closed = 1;
-    notify_owner(c, CB_CONN_EV_CLOSED);
+    c->transport_done = 1;
+    notify_handler(c, CB_CONN_EV_CLOSED);
+    cb_conn_release(c); /* the transport's reference */
 }
 
 void cb_conn_abort(cb_conn_t *c) {
@@ -220,7 +220,7 @@ void cb_conn_abort(cb_conn_t *c) {
     /* Still waiting for writes in flight (a peer that does not read): close
      * the transport now; libuv cancels them, their callbacks running before
      * the handles' close callbacks. */
-    if (!c->closed && c->ops && c->ops->close) {
+    if (!c->closed && c->ops->close) {
         c->closed = 1;
         c->ops->close(c);
     }
@@ -229,11 +229,11 @@ void cb_conn_abort(cb_conn_t *c) {
 void cb_conn_close(cb_conn_t *c) {
     if (c->closing) return;
     c->closing = 1;
-    if (c->ops && c->ops->read_stop) c->ops->read_stop(c);
+    if (c->ops->read_stop) c->ops->read_stop(c);
     cb_conn__flush(c);
     if (c->write_failed) c->out.len = 0;
     /* in-memory peers keep their collected output until it is read */
-    if (!c->ops || !c->ops->write) {
+    if (!c->ops->write) {
         c->closed = 1;
         cb_conn__closed(c);
         return;
@@ -243,14 +243,14 @@ void cb_conn_close(cb_conn_t *c) {
 
 /* ---- in-memory transport ---- */
 
-static const cb_conn_ops_t memory_ops = {0};
+static const cb_conn_ops_t memory_ops = {.kind = CB_TRANSPORT_MEMORY};
 
-cb_conn_t *cb_conn_open_memory(cb_rpc_t *rpc) { return conn_new(rpc, &memory_ops); }
+cb_conn_t *cb_conn_new_memory(const cb_conn_setup_t *setup) { return cb_conn__new(setup, &memory_ops); }
 
 int cb_conn_feed(cb_conn_t *c, const char *bytes, size_t n) {
     if (c->closing || c->closed) return CB_ECLOSED;
     cb_conn_retain(c);
-    c->bytes_in += n;
+    c->stats.bytes_in += n;
     c->in_dispatch = 1;
     int rc = cb_framer_feed(&c->in, bytes, n, on_frame, c);
     c->in_dispatch = 0;
@@ -270,6 +270,3 @@ const char *cb_conn_output(cb_conn_t *c, size_t *len) {
 }
 
 void cb_conn_output_clear(cb_conn_t *c) { c->out.len = 0; }
-
-/* used by conn_new callers in stdio.c */
-cb_conn_t *cb_conn__new(cb_rpc_t *rpc, const cb_conn_ops_t *ops) { return conn_new(rpc, ops); }

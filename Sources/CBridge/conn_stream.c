@@ -1,9 +1,8 @@
 /* A connection over a libuv stream: the read buffer and the writer the
  * stdio pipe and the socket transports share. */
-#include "cb_conn.h"
+#include "conn_private.h"
 #include "cb_error.h"
 #include <stdlib.h>
-#include <uv.h>
 
 typedef struct {
     uv_write_t req;
@@ -40,7 +39,7 @@ int cb_conn__write_stream(cb_conn_t *c, uv_stream_t *st) {
         if (n < 0 && n != UV_EAGAIN) return n;
         if (n > 0) done = (size_t)n;
         if (done == c->out.len) {
-            c->bytes_out += done;
+            c->stats.bytes_out += done;
             c->out.len = 0;
             return 0;
         }
@@ -53,7 +52,7 @@ int cb_conn__write_stream(cb_conn_t *c, uv_stream_t *st) {
     w->base = cb_buf_detach(&c->out, &total);
     w->len = total - done;
     w->req.data = c;
-    c->bytes_out += done;
+    c->stats.bytes_out += done;
     c->inflight += w->len;
     b = uv_buf_init(w->base + done, (unsigned)w->len);
     int rc = uv_write(&w->req, st, &b, 1, on_written);

@@ -55,21 +55,62 @@ static void put_unit(writer *w, uint64_t n, const char *word, int space) {
     puts_(w, word);
 }
 
+/* The words a style needs are all there. */
+static int words_ok(cb_elapsed_style style, const cb_elapsed_words *words) {
+    if (style == CB_ELAPSED_SPOKEN) {
+        if (!words->separator || !words->unknown) return 0;
+        for (int u = 0; u < CB_ELAPSED_UNITS; u++)
+            if (!words->singular[u] || !words->plural[u]) return 0;
+    } else if (style == CB_ELAPSED_SHORT) {
+        if (!words->short_separator) return 0;
+        for (int u = 0; u < CB_ELAPSED_UNITS; u++)
+            if (!words->abbrev[u]) return 0;
+    }
+    return 1;
+}
+
+static void format_positional(writer *w, uint64_t total, const uint64_t *v) {
+    uint64_t hours = total / 3600;
+    if (hours > 0) {
+        putu(w, hours, 1);
+        put(w, ":", 1);
+        putu(w, v[CB_ELAPSED_MINUTE], 2);
+    } else {
+        putu(w, v[CB_ELAPSED_MINUTE], 1);
+    }
+    put(w, ":", 1);
+    putu(w, v[CB_ELAPSED_SECOND], 2);
+}
+
+static void format_short(writer *w, const uint64_t *v, const cb_elapsed_words *words) {
+    int first = CB_ELAPSED_SECOND;
+    for (int u = 0; u < CB_ELAPSED_UNITS; u++)
+        if (v[u]) { first = u; break; }
+    put_unit(w, v[first], words->abbrev[first], 0);
+    if (first < CB_ELAPSED_SECOND && v[first + 1]) {
+        puts_(w, words->short_separator);
+        put_unit(w, v[first + 1], words->abbrev[first + 1], 0);
+    }
+}
+
+static void format_spoken(writer *w, const uint64_t *v, const cb_elapsed_words *words) {
+    int any = 0;
+    for (int u = 0; u < CB_ELAPSED_UNITS; u++) {
+        if (!v[u]) continue;
+        if (any) puts_(w, words->separator);
+        put_unit(w, v[u], v[u] == 1 ? words->singular[u] : words->plural[u], 1);
+        any = 1;
+    }
+    if (!any) put_unit(w, 0, words->plural[CB_ELAPSED_SECOND], 1);
+}
+
 int cb_elapsed_format(double seconds, cb_elapsed_style style, const cb_elapsed_words *words,
                       char *buf, size_t cap) {
     if (buf == NULL && cap > 0) return CB_EINVAL;
     if (style != CB_ELAPSED_POSITIONAL && style != CB_ELAPSED_SHORT && style != CB_ELAPSED_SPOKEN)
         return CB_EINVAL;
     if (words == NULL) words = &cb_elapsed_words_en;
-    if (style == CB_ELAPSED_SPOKEN) {
-        if (!words->separator || !words->unknown) return CB_EINVAL;
-        for (int u = 0; u < CB_ELAPSED_UNITS; u++)
-            if (!words->singular[u] || !words->plural[u]) return CB_EINVAL;
-    } else if (style == CB_ELAPSED_SHORT) {
-        if (!words->short_separator) return CB_EINVAL;
-        for (int u = 0; u < CB_ELAPSED_UNITS; u++)
-            if (!words->abbrev[u]) return CB_EINVAL;
-    }
+    if (!words_ok(style, words)) return CB_EINVAL;
     writer w = {buf, cap, 0};
     if (cap > 0) buf[0] = '\0';
 
@@ -86,43 +127,8 @@ int cb_elapsed_format(double seconds, cb_elapsed_style style, const cb_elapsed_w
     uint64_t total = (uint64_t)f;
 
     uint64_t v[CB_ELAPSED_UNITS] = {total / 86400, total / 3600 % 24, total / 60 % 60, total % 60};
-
-    switch (style) {
-    case CB_ELAPSED_POSITIONAL: {
-        uint64_t hours = total / 3600;
-        if (hours > 0) {
-            putu(&w, hours, 1);
-            put(&w, ":", 1);
-            putu(&w, v[CB_ELAPSED_MINUTE], 2);
-        } else {
-            putu(&w, v[CB_ELAPSED_MINUTE], 1);
-        }
-        put(&w, ":", 1);
-        putu(&w, v[CB_ELAPSED_SECOND], 2);
-        break;
-    }
-    case CB_ELAPSED_SHORT: {
-        int first = CB_ELAPSED_SECOND;
-        for (int u = 0; u < CB_ELAPSED_UNITS; u++)
-            if (v[u]) { first = u; break; }
-        put_unit(&w, v[first], words->abbrev[first], 0);
-        if (first < CB_ELAPSED_SECOND && v[first + 1]) {
-            puts_(&w, words->short_separator);
-            put_unit(&w, v[first + 1], words->abbrev[first + 1], 0);
-        }
-        break;
-    }
-    case CB_ELAPSED_SPOKEN: {
-        int any = 0;
-        for (int u = 0; u < CB_ELAPSED_UNITS; u++) {
-            if (!v[u]) continue;
-            if (any) puts_(&w, words->separator);
-            put_unit(&w, v[u], v[u] == 1 ? words->singular[u] : words->plural[u], 1);
-            any = 1;
-        }
-        if (!any) put_unit(&w, 0, words->plural[CB_ELAPSED_SECOND], 1);
-        break;
-    }
-    }
+    if (style == CB_ELAPSED_POSITIONAL) format_positional(&w, total, v);
+    else if (style == CB_ELAPSED_SHORT) format_short(&w, v, words);
+    else format_spoken(&w, v, words);
     return w.len > INT32_MAX ? CB_ETOOBIG : (int)w.len;
 }

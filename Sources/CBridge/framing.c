@@ -28,16 +28,6 @@ void cb_framer_free(cb_framer_t *f) {
     f->start = f->len = f->cap = 0;
 }
 
-size_t cb_framer_pending(const cb_framer_t *f) { return f->len - f->start; }
-
-const char *cb_framing_name(cb_framing_kind k) {
-    switch (k) {
-    case CB_FRAMING_NDJSON: return "ndjson";
-    case CB_FRAMING_LSP: return "lsp";
-    default: return "unknown";
-    }
-}
-
 static void compact(cb_framer_t *f) {
     if (f->start == 0) return;
     size_t rest = f->len - f->start;
@@ -122,154 +112,165 @@ static void lsp_reset_headers(cb_framer_t *f) {
     f->body_len = 0;
 }
 
+/* One decoding step in the current state. A step consumes what it can and
+ * says whether to run the next one (STEP_AGAIN), to wait for more bytes
+ * (STEP_MORE), or to stop because a callback paused the decoder. */
+enum { STEP_AGAIN = 0, STEP_MORE = 1, STEP_PAUSED = 2 };
+typedef int (*step_fn)(cb_framer_t *f, char *p, size_t avail, cb_frame_cb cb, void *data);
+
+static int deliver(int paused) { return paused ? STEP_PAUSED : STEP_AGAIN; }
+
+static int too_big(cb_frame_cb cb, void *data, size_t size) {
+    return deliver(cb(data, CB_FRAME_TOO_BIG, NULL, size, "message exceeds the size limit"));
+}
+
+/* Whitespace and a UTF-8 byte-order mark may precede the first message; the
+ * first other byte decides the framing for good. */
+static int step_detect(cb_framer_t *f, char *p, size_t avail, cb_frame_cb cb, void *data) {
+    (void)cb, (void)data;
+    size_t i = 0;
+    while (i < avail) {
+        if (is_ws(p[i])) { i++; continue; }
+        if (avail - i >= 3 && (unsigned char)p[i] == 0xEF && (unsigned char)p[i + 1] == 0xBB &&
+            (unsigned char)p[i + 2] == 0xBF) { i += 3; continue; }
+        break;
+    }
+    f->start += i;
+    if (i == avail) return STEP_MORE;
+    if ((unsigned char)p[i] == 0xEF && avail - i < 3) return STEP_MORE; /* a partial BOM */
+    unsigned char c = (unsigned char)p[i];
+    if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') {
+        f->kind = CB_FRAMING_LSP;
+        f->state = ST_HEADERS;
+        lsp_reset_headers(f);
+    } else {
+        f->kind = CB_FRAMING_NDJSON;
+        f->state = ST_LINE;
+        f->scanned = 0;
+    }
+    return STEP_AGAIN;
+}
+
+/* No '\n' yet: wait, unless the line is already over the limit, in which
+ * case it is reported now and skipped without being buffered. */
+static int line_incomplete(cb_framer_t *f, size_t avail, cb_frame_cb cb, void *data) {
+    f->scanned = avail;
+    if (avail <= f->max_bytes) return STEP_MORE;
+    f->state = ST_SKIP_LINE;
+    f->start = f->len;
+    f->scanned = 0;
+    return too_big(cb, data, avail);
+}
+
+static int step_line(cb_framer_t *f, char *p, size_t avail, cb_frame_cb cb, void *data) {
+    char *nl = memchr(p + f->scanned, '\n', avail - f->scanned);
+    if (!nl) return line_incomplete(f, avail, cb, data);
+    size_t line = (size_t)(nl - p);
+    size_t body = line;
+    if (body && p[body - 1] == '\r') body--;
+    f->start += line + 1;
+    f->scanned = 0;
+    size_t k = 0;
+    while (k < body && is_ws(p[k])) k++;
+    if (k == body) return STEP_AGAIN; /* blank line */
+    if (body > f->max_bytes) return too_big(cb, data, body);
+    return deliver(cb(data, CB_FRAME_MESSAGE, p, body, NULL));
+}
+
+static int step_skip_line(cb_framer_t *f, char *p, size_t avail, cb_frame_cb cb, void *data) {
+    (void)cb, (void)data;
+    char *nl = memchr(p, '\n', avail);
+    if (!nl) { f->start = f->len; return STEP_MORE; }
+    f->start += (size_t)(nl - p) + 1;
+    f->state = ST_LINE;
+    return STEP_AGAIN;
+}
+
+/* A broken header block: report it and look for the next "Content-Length:". */
+static int resync(cb_framer_t *f, cb_frame_cb cb, void *data, const char *why) {
+    f->state = ST_RESYNC;
+    lsp_reset_headers(f);
+    return deliver(cb(data, CB_FRAME_BAD_HEADER, NULL, 0, why));
+}
+
+/* The blank line after the headers: a body follows, or is skipped. */
+static int headers_end(cb_framer_t *f, cb_frame_cb cb, void *data) {
+    if (f->header_count == 0) return STEP_AGAIN; /* blank lines between messages */
+    if (!f->have_length) return resync(f, cb, data, "missing Content-Length header");
+    if (f->body_len > f->max_bytes) {
+        size_t size = f->body_len;
+        f->state = ST_SKIP_BODY;
+        f->skip = size;
+        lsp_reset_headers(f);
+        return too_big(cb, data, size);
+    }
+    f->state = ST_BODY;
+    return STEP_AGAIN;
+}
+
+static int step_headers(cb_framer_t *f, char *p, size_t avail, cb_frame_cb cb, void *data) {
+    char *nl = memchr(p, '\n', avail);
+    if (!nl) {
+        if (avail <= CB_FRAMER_HEADER_MAX) return STEP_MORE;
+        f->start += avail - (sizeof k_cl - 2); /* keep what could start "content-length" */
+        return resync(f, cb, data, "header line too long");
+    }
+    size_t line = (size_t)(nl - p);
+    size_t l = line;
+    if (l && p[l - 1] == '\r') l--;
+    f->start += line + 1;
+    if (l > CB_FRAMER_HEADER_MAX) return resync(f, cb, data, "header line too long");
+    if (l == 0) return headers_end(f, cb, data);
+    const char *why = NULL;
+    if (header_line(f, p, l, &why)) return resync(f, cb, data, why);
+    return STEP_AGAIN;
+}
+
+static int step_body(cb_framer_t *f, char *p, size_t avail, cb_frame_cb cb, void *data) {
+    if (avail < f->body_len) return STEP_MORE;
+    size_t len = f->body_len;
+    f->start += len;
+    f->state = ST_HEADERS;
+    lsp_reset_headers(f);
+    return deliver(cb(data, CB_FRAME_MESSAGE, p, len, NULL));
+}
+
+static int step_skip_body(cb_framer_t *f, char *p, size_t avail, cb_frame_cb cb, void *data) {
+    (void)p, (void)cb, (void)data;
+    size_t k = avail < f->skip ? avail : f->skip;
+    f->start += k;
+    f->skip -= k;
+    if (f->skip) return STEP_MORE;
+    f->state = ST_HEADERS;
+    return STEP_AGAIN;
+}
+
+static int step_resync(cb_framer_t *f, char *p, size_t avail, cb_frame_cb cb, void *data) {
+    (void)cb, (void)data;
+    long at = find_cl(p, avail);
+    if (at < 0) {
+        /* keep a tail that could be the start of "content-length" */
+        size_t keep = sizeof k_cl - 2;
+        if (avail > keep) f->start += avail - keep;
+        return STEP_MORE;
+    }
+    f->start += (size_t)at;
+    f->state = ST_HEADERS;
+    lsp_reset_headers(f);
+    return STEP_AGAIN;
+}
+
+static const step_fn steps[] = {
+    [ST_DETECT] = step_detect,       [ST_LINE] = step_line,   [ST_SKIP_LINE] = step_skip_line,
+    [ST_HEADERS] = step_headers,     [ST_BODY] = step_body,   [ST_SKIP_BODY] = step_skip_body,
+    [ST_RESYNC] = step_resync,
+};
+
 int cb_framer_commit(cb_framer_t *f, size_t n, cb_frame_cb cb, void *data) {
     f->len += n;
     for (;;) {
-        char *p = f->buf + f->start;
-        size_t avail = f->len - f->start;
-        switch (f->state) {
-        case ST_DETECT: {
-            size_t i = 0;
-            /* skip whitespace and a UTF-8 byte-order mark before the first message */
-            while (i < avail) {
-                if (is_ws(p[i])) { i++; continue; }
-                if (avail - i >= 3 && (unsigned char)p[i] == 0xEF && (unsigned char)p[i + 1] == 0xBB &&
-                    (unsigned char)p[i + 2] == 0xBF) { i += 3; continue; }
-                break;
-            }
-            f->start += i;
-            if (i == avail) return 0;
-            /* a partial BOM at the end: wait for more */
-            if ((unsigned char)p[i] == 0xEF && avail - i < 3) return 0;
-            unsigned char c = (unsigned char)p[i];
-            if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') {
-                f->kind = CB_FRAMING_LSP;
-                f->state = ST_HEADERS;
-                lsp_reset_headers(f);
-            } else {
-                f->kind = CB_FRAMING_NDJSON;
-                f->state = ST_LINE;
-                f->scanned = 0;
-            }
-            continue;
-        }
-        case ST_LINE: {
-            char *nl = memchr(p + f->scanned, '\n', avail - f->scanned);
-            if (!nl) {
-                f->scanned = avail;
-                if (avail > f->max_bytes) {
-                    f->state = ST_SKIP_LINE;
-                    f->start = f->len;
-                    f->scanned = 0;
-                    if (cb(data, CB_FRAME_TOO_BIG, NULL, avail, "message exceeds the size limit")) return 1;
-                    continue;
-                }
-                return 0;
-            }
-            size_t line = (size_t)(nl - p);
-            size_t body = line;
-            if (body && p[body - 1] == '\r') body--;
-            f->start += line + 1;
-            f->scanned = 0;
-            size_t k = 0;
-            while (k < body && is_ws(p[k])) k++;
-            if (k == body) continue; /* blank line */
-            int r;
-            if (body > f->max_bytes)
-                r = cb(data, CB_FRAME_TOO_BIG, NULL, body, "message exceeds the size limit");
-            else
-                r = cb(data, CB_FRAME_MESSAGE, p, body, NULL);
-            if (r) return 1;
-            continue;
-        }
-        case ST_SKIP_LINE: {
-            char *nl = memchr(p, '\n', avail);
-            if (!nl) { f->start = f->len; return 0; }
-            f->start += (size_t)(nl - p) + 1;
-            f->state = ST_LINE;
-            continue;
-        }
-        case ST_HEADERS: {
-            char *nl = memchr(p, '\n', avail);
-            if (!nl) {
-                if (avail > CB_FRAMER_HEADER_MAX) {
-                    f->state = ST_RESYNC;
-                    f->start += avail - (sizeof k_cl - 2);
-                    if (cb(data, CB_FRAME_BAD_HEADER, NULL, 0, "header line too long")) return 1;
-                    continue;
-                }
-                return 0;
-            }
-            size_t line = (size_t)(nl - p);
-            size_t l = line;
-            if (l && p[l - 1] == '\r') l--;
-            if (l > CB_FRAMER_HEADER_MAX) {
-                f->start += line + 1;
-                f->state = ST_RESYNC;
-                if (cb(data, CB_FRAME_BAD_HEADER, NULL, 0, "header line too long")) return 1;
-                continue;
-            }
-            f->start += line + 1;
-            if (l == 0) {
-                if (f->header_count == 0) continue; /* blank lines between messages */
-                if (!f->have_length) {
-                    f->state = ST_RESYNC;
-                    lsp_reset_headers(f);
-                    if (cb(data, CB_FRAME_BAD_HEADER, NULL, 0, "missing Content-Length header")) return 1;
-                    continue;
-                }
-                if (f->body_len > f->max_bytes) {
-                    f->state = ST_SKIP_BODY;
-                    f->skip = f->body_len;
-                    size_t sz = f->body_len;
-                    lsp_reset_headers(f);
-                    if (cb(data, CB_FRAME_TOO_BIG, NULL, sz, "message exceeds the size limit")) return 1;
-                    continue;
-                }
-                f->state = ST_BODY;
-                continue;
-            }
-            const char *why = NULL;
-            if (header_line(f, p, l, &why)) {
-                f->state = ST_RESYNC;
-                lsp_reset_headers(f);
-                if (cb(data, CB_FRAME_BAD_HEADER, NULL, 0, why)) return 1;
-            }
-            continue;
-        }
-        case ST_BODY: {
-            if (avail < f->body_len) return 0;
-            size_t blen = f->body_len;
-            f->start += blen;
-            f->state = ST_HEADERS;
-            lsp_reset_headers(f);
-            if (cb(data, CB_FRAME_MESSAGE, p, blen, NULL)) return 1;
-            continue;
-        }
-        case ST_SKIP_BODY: {
-            size_t k = avail < f->skip ? avail : f->skip;
-            f->start += k;
-            f->skip -= k;
-            if (f->skip) return 0;
-            f->state = ST_HEADERS;
-            continue;
-        }
-        case ST_RESYNC: {
-            long at = find_cl(p, avail);
-            if (at < 0) {
-                /* keep a tail that could be the start of "content-length" */
-                size_t keep = sizeof k_cl - 2;
-                if (avail > keep) f->start += avail - keep;
-                return 0;
-            }
-            f->start += (size_t)at;
-            f->state = ST_HEADERS;
-            lsp_reset_headers(f);
-            continue;
-        }
-        default:
-            return 0;
-        }
+        int r = steps[f->state](f, f->buf + f->start, f->len - f->start, cb, data);
+        if (r != STEP_AGAIN) return r == STEP_PAUSED;
     }
 }
 

@@ -4,6 +4,7 @@
  * shared with stdio. */
 #include "cb_listen.h"
 #include "cb_error.h"
+#include "conn_private.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -109,7 +110,7 @@ static void on_handle_closed(uv_handle_t *h) {
     int orphan = s->orphan;
     c->transport = NULL;
     free(s);
-    if (orphan) cb_conn_release(c);
+    if (orphan) cb_conn__discard(c);
     else cb_conn__closed(c);
 }
 
@@ -125,14 +126,13 @@ static void close_all(cb_conn_t *c) {
 }
 
 static const cb_conn_ops_t sock_ops = {
+    .kind = CB_TRANSPORT_SOCKET,
     .write = write_out,
     .read_start = read_start,
     .read_stop = read_stop,
     .close = close_all,
     .wake = wake,
 };
-
-int cb_conn_is_socket(const cb_conn_t *c) { return c->ops == &sock_ops; }
 
 /* ---- listener ---- */
 
@@ -164,35 +164,54 @@ static int someone_listens(const struct sockaddr_un *a) {
     return !(e == ECONNREFUSED || e == ENOENT);
 }
 
+struct cb_listener_s {
+    void *data; /* the owner's */
+    cb_rpc_t *rpc;  /* a reference: accepted clients join this endpoint */
+    cb_listen_cb on_accept;
+    char *path;
+    uint64_t accepted, accept_errors;
+    uv_pipe_t pipe;
+    int lock_fd;
+    uint64_t dev, ino; /* the socket file we created (unlinked only if unchanged) */
+    int closing;
+};
+
+void *cb_listener_data(const cb_listener_t *l) { return l->data; }
+void cb_listener_set_data(cb_listener_t *l, void *data) { l->data = data; }
+uint64_t cb_listener_accepted(const cb_listener_t *l) { return l->accepted; }
+uint64_t cb_listener_accept_errors(const cb_listener_t *l) { return l->accept_errors; }
+
+/* Takes a client off the backlog (libuv stops accepting until we do) and
+ * closes it at once: there is no memory (or no endpoint) to serve it. */
+static void reject(cb_listener_t *l, uv_stream_t *server) {
+    static uv_pipe_t rejected;
+    l->accept_errors++;
+    if (uv_pipe_init(server->loop, &rejected, 0) == 0) {
+        uv_accept(server, (uv_stream_t *)&rejected);
+        uv_close((uv_handle_t *)&rejected, NULL);
+    }
+}
+
 static void on_connection(uv_stream_t *server, int status) {
     cb_listener_t *l = server->data;
     if (status < 0) { l->accept_errors++; return; }
-    uv_loop_t *loop = l->rpc->loop;
-    sock_t *s = calloc(1, sizeof *s);
-    cb_conn_t *c = s ? cb_conn__new(l->rpc, &sock_ops) : NULL;
-    if (!c) {
-        /* out of memory: still take the connection off the backlog (libuv
-         * stops accepting until we do), and close it at once */
-        static uv_pipe_t reject;
-        l->accept_errors++;
-        free(s);
-        if (uv_pipe_init(loop, &reject, 0) == 0) {
-            uv_accept(server, (uv_stream_t *)&reject);
-            uv_close((uv_handle_t *)&reject, NULL);
-        }
-        return;
-    }
-    uv_pipe_init(loop, &s->pipe, 0);
+    cb_conn_setup_t setup;
+    sock_t *s = NULL;
+    cb_conn_t *c = NULL;
+    if (cb_rpc_conn_setup(l->rpc, &setup) == 0 && (s = calloc(1, sizeof *s)))
+        c = cb_conn__new(&setup, &sock_ops);
+    if (!c) { free(s); reject(l, server); return; }
+    uv_pipe_init(server->loop, &s->pipe, 0);
     s->pipe.data = s;
     s->c = c;
     c->transport = s;
-    uv_idle_init(loop, &s->idle);
+    uv_idle_init(server->loop, &s->idle);
     s->idle.data = s;
     s->open_handles = 2;
     if (uv_accept(server, (uv_stream_t *)&s->pipe) < 0) {
         l->accept_errors++;
         s->orphan = 1;
-        close_all(c); /* the connection is released once its handles are closed */
+        close_all(c); /* the connection is freed once its handles are closed */
         return;
     }
     l->accepted++;
@@ -202,8 +221,81 @@ static void on_connection(uv_stream_t *server, int status) {
 
 static void on_listener_closed(uv_handle_t *h) {
     cb_listener_t *l = h->data;
+    cb_rpc_release(l->rpc);
     free(l->path);
     free(l);
+}
+
+/* The lock decides who owns the path, race-free between servers. */
+static int lock_path(cb_listener_t *l, const char *path) {
+    size_t n = strlen(path);
+    char *lock = malloc(n + 6);
+    if (!lock) return CB_ENOMEM;
+    memcpy(lock, path, n);
+    memcpy(lock + n, ".lock", 6);
+    l->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    free(lock);
+    if (l->lock_fd < 0) return -errno;
+    if (flock(l->lock_fd, LOCK_EX | LOCK_NB) < 0) return errno == EWOULDBLOCK ? CB_EBUSY : -errno;
+    return 0;
+}
+
+/* Replaces a dead server's socket; refuses anything else. */
+static int claim_path(const char *path, const struct sockaddr_un *addr) {
+    struct stat st;
+    if (lstat(path, &st) < 0) return errno == ENOENT ? 0 : -errno;
+    if (!S_ISSOCK(st.st_mode)) return UV_EEXIST;
+    if (someone_listens(addr)) return CB_EBUSY;
+    if (unlink(path) < 0 && errno != ENOENT) return -errno;
+    return 0;
+}
+
+/* Binds 0600 from the start: no window where others could connect. Returns
+ * the socket or an error. */
+static int bind_private(cb_listener_t *l, const char *path, const struct sockaddr_un *addr) {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return -errno;
+    mode_t old = umask(0177);
+    int b = bind(fd, (const struct sockaddr *)addr, sizeof *addr);
+    int e = errno;
+    umask(old);
+    if (b < 0) { close(fd); return e == EADDRINUSE ? CB_EBUSY : -e; }
+    chmod(path, 0600);
+    struct stat st;
+    if (stat(path, &st) == 0) { l->dev = (uint64_t)st.st_dev; l->ino = (uint64_t)st.st_ino; }
+    return fd;
+}
+
+static void free_unopened(cb_listener_t *l) {
+    if (l->lock_fd >= 0) close(l->lock_fd);
+    free(l->path);
+    free(l);
+}
+
+/* Hands fd to a libuv pipe and listens. On failure the listener is freed
+ * (once libuv has closed the handle, if there is one). */
+static int start_listening(cb_listener_t *l, int fd, int backlog) {
+    int rc = uv_pipe_init(cb_rpc_loop(l->rpc), &l->pipe, 0);
+    if (rc) {
+        unlink(l->path);
+        close(fd);
+        free_unopened(l);
+        return rc;
+    }
+    cb_rpc_retain(l->rpc); /* released in on_listener_closed */
+    l->pipe.data = l;
+    rc = uv_pipe_open(&l->pipe, fd);
+    if (!rc) {
+        fd = -1; /* the handle owns it now */
+        rc = uv_listen((uv_stream_t *)&l->pipe, backlog > 0 ? backlog : 4096, on_connection);
+    }
+    if (rc) {
+        unlink(l->path);
+        if (fd >= 0) close(fd);
+        close(l->lock_fd);
+        uv_close((uv_handle_t *)&l->pipe, on_listener_closed);
+    }
+    return rc;
 }
 
 int cb_listen_unix(cb_rpc_t *rpc, const char *path, int backlog, cb_listen_cb on_accept,
@@ -219,63 +311,12 @@ int cb_listen_unix(cb_rpc_t *rpc, const char *path, int backlog, cb_listen_cb on
     l->data = data;
     l->lock_fd = -1;
     int fd = -1;
-
-    /* 1. The lock decides who owns the path, race-free between servers. */
-    size_t n = strlen(path);
-    char *lock = malloc(n + 6);
-    if (!lock) { rc = CB_ENOMEM; goto fail; }
-    memcpy(lock, path, n);
-    memcpy(lock + n, ".lock", 6);
-    l->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    free(lock);
-    if (l->lock_fd < 0) { rc = -errno; goto fail; }
-    if (flock(l->lock_fd, LOCK_EX | LOCK_NB) < 0) { rc = errno == EWOULDBLOCK ? CB_EBUSY : -errno; goto fail; }
-
-    /* 2. Replace a dead server's socket; refuse anything else. */
-    struct stat st;
-    if (lstat(path, &st) == 0) {
-        if (!S_ISSOCK(st.st_mode)) { rc = UV_EEXIST; goto fail; }
-        if (someone_listens(&addr)) { rc = CB_EBUSY; goto fail; }
-        if (unlink(path) < 0 && errno != ENOENT) { rc = -errno; goto fail; }
-    } else if (errno != ENOENT) {
-        rc = -errno;
-        goto fail;
-    }
-
-    /* 3. Bind 0600 from the start: no window where others could connect. */
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) { rc = -errno; goto fail; }
-    mode_t old = umask(0177);
-    int b = bind(fd, (struct sockaddr *)&addr, sizeof addr);
-    int e = errno;
-    umask(old);
-    if (b < 0) { rc = e == EADDRINUSE ? CB_EBUSY : -e; goto fail; }
-    chmod(path, 0600);
-    if (stat(path, &st) == 0) { l->dev = (uint64_t)st.st_dev; l->ino = (uint64_t)st.st_ino; }
-
-    rc = uv_pipe_init(rpc->loop, &l->pipe, 0);
-    if (rc) { unlink(path); goto fail; }
-    l->pipe.data = l;
-    rc = uv_pipe_open(&l->pipe, fd);
-    if (!rc) {
-        fd = -1; /* the handle owns it now */
-        rc = uv_listen((uv_stream_t *)&l->pipe, backlog > 0 ? backlog : 4096, on_connection);
-    }
-    if (rc) {
-        unlink(path);
-        if (fd >= 0) close(fd);
-        close(l->lock_fd);
-        uv_close((uv_handle_t *)&l->pipe, on_listener_closed);
-        return rc;
-    }
+    if (!(rc = lock_path(l, path)) && !(rc = claim_path(path, &addr))) rc = fd = bind_private(l, path, &addr);
+    if (rc < 0) { free_unopened(l); return rc; }
+    rc = start_listening(l, fd, backlog);
+    if (rc) return rc;
     *out = l;
     return 0;
-fail:
-    if (fd >= 0) close(fd);
-    if (l->lock_fd >= 0) close(l->lock_fd);
-    free(l->path);
-    free(l);
-    return rc;
 }
 
 void cb_listener_close(cb_listener_t *l) {

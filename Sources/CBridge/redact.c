@@ -174,18 +174,12 @@ static int add_trigger(struct cb_redact_rules *rs, const char *lit, size_t rule,
     return 0;
 }
 
-int cb_redact_rules_create(const cb_redact_custom_rule *custom, size_t ncustom, unsigned flags,
-                           cb_redact_rules_t **out, cb_redact_compile_error *err) {
-    if (!out || (ncustom && !custom)) return CB_EINVAL;
-    *out = NULL;
-    if (err) memset(err, 0, sizeof *err);
-    fold_init();
-    size_t nb = (flags & CB_REDACT_NO_BUILTINS) ? 0 : cb_redact_catalog_count;
-    if (nb + ncustom > 65535) return CB_ETOOBIG;
+/* An empty rule set with room for n rules and the catalog's triggers. */
+static struct cb_redact_rules *rules_alloc(size_t nb, size_t n) {
     struct cb_redact_rules *rs = calloc(1, sizeof *rs);
-    if (!rs) return CB_ENOMEM;
+    if (!rs) return NULL;
     memset(rs->first, 0xff, sizeof rs->first);
-    rs->rules = calloc(nb + ncustom ? nb + ncustom : 1, sizeof *rs->rules);
+    rs->rules = calloc(n ? n : 1, sizeof *rs->rules);
     size_t ntr = 0;
     for (size_t i = 0; i < nb; i++)
         for (int k = 0; k < CB_REDACT_MAX_TRIGGERS && cb_redact_catalog[i].triggers[k]; k++) ntr++;
@@ -194,87 +188,120 @@ int cb_redact_rules_create(const cb_redact_custom_rule *custom, size_t ncustom, 
     rs->all_jit = 1;
     rs->max_pairs = 1;
     rs->budget_ns = CB_REDACT_CUSTOM_BUDGET_NS;
-    int rc = 0;
-    if (!rs->rules || !rs->trigs || !rs->mctx) { rc = CB_ENOMEM; goto fail; }
+    if (!rs->rules || !rs->trigs || !rs->mctx) { cb_redact_rules_free(rs); return NULL; }
     pcre2_set_match_limit(rs->mctx, CB_REDACT_MATCH_LIMIT);
     pcre2_set_depth_limit(rs->mctx, CB_REDACT_DEPTH_LIMIT);
     pcre2_set_heap_limit(rs->mctx, CB_REDACT_HEAP_LIMIT);
+    return rs;
+}
 
-    for (size_t i = 0; i < nb + ncustom; i++) {
-        struct rule *r = &rs->rules[i];
+/* What compile_rule needs to know about one rule's source. */
+struct rule_src {
+    const char *id, *pat;
+    size_t plen;
+    uint32_t opts;
+};
+
+static void builtin_source(struct rule *r, size_t i, struct rule_src *src) {
+    const cb_redact_rule_def *d = &cb_redact_catalog[i];
+    src->id = d->id;
+    src->pat = d->pattern;
+    src->plen = PCRE2_ZERO_TERMINATED;
+    src->opts = PCRE2_ANCHORED;
+    r->back = d->back;
+    r->gate = d->gate;
+    r->flags = d->flags;
+    r->anchored = 1;
+}
+
+/* Checks a caller's rule (its index among the custom ones is ci) against
+ * the rules before it. */
+static int custom_source(struct cb_redact_rules *rs, size_t i, const cb_redact_custom_rule *c, size_t ci,
+                         struct rule_src *src, cb_redact_compile_error *err) {
+    struct rule *r = &rs->rules[i];
+    if (!valid_id(c->id)) {
+        set_error(err, 0, 0, ci, "rule id must be 1-64 bytes without control characters or brackets");
+        return CB_EINVAL;
+    }
+    for (size_t j = 0; j < i; j++)
+        if (strcmp(rs->rules[j].id, c->id) == 0) { set_error(err, 0, 0, ci, "duplicate rule id"); return CB_EINVAL; }
+    if (!c->pattern) { set_error(err, 0, 0, ci, "missing pattern"); return CB_EINVAL; }
+    src->id = c->id;
+    src->pat = c->pattern;
+    src->plen = c->pattern_len ? c->pattern_len : strlen(c->pattern);
+    if (src->plen > CB_REDACT_MAX_PATTERN) {
+        set_error(err, 0, CB_REDACT_MAX_PATTERN, ci, "pattern longer than 4096 bytes");
+        return CB_EINVAL;
+    }
+    src->opts = CUSTOM_OPTS;
+    if (c->replacement) {
+        r->replacement = strdup(c->replacement);
+        if (!r->replacement) return CB_ENOMEM;
+        r->replacement_len = strlen(r->replacement);
+    }
+    return 0;
+}
+
+static int compile_rule(struct cb_redact_rules *rs, size_t i, size_t nb, const struct rule_src *src,
+                        unsigned flags, cb_redact_compile_error *err) {
+    struct rule *r = &rs->rules[i];
+    r->id = strdup(src->id);
+    if (!r->id) return CB_ENOMEM;
+    r->id_len = strlen(r->id);
+    int rc = compile_one(src->pat, src->plen, src->opts, &r->code, &r->jit, i < nb ? i : i - nb, err,
+                         !(flags & CB_REDACT_NO_JIT));
+    if (rc) {
+        if (i < nb && err) { /* a catalog bug: say which rule */
+            char m[sizeof err->message];
+            snprintf(m, sizeof m, "built-in %s: %.200s", src->id, err->message);
+            memcpy(err->message, m, sizeof m);
+        }
+        return rc;
+    }
+    rs->all_jit &= r->jit;
+    uint32_t cap = 0;
+    pcre2_pattern_info(r->code, PCRE2_INFO_CAPTURECOUNT, &cap);
+    r->has_group = cap > 0;
+    if (cap + 1 > rs->max_pairs) rs->max_pairs = cap + 1;
+    return 0;
+}
+
+static int add_builtin_triggers(struct cb_redact_rules *rs, size_t i) {
+    const cb_redact_rule_def *d = &cb_redact_catalog[i];
+    for (int k = 0; k < CB_REDACT_MAX_TRIGGERS && d->triggers[k]; k++) {
+        int rc = add_trigger(rs, d->triggers[k], i, (d->flags & CB_TRIG_CASE) != 0);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int cb_redact_rules_create(const cb_redact_custom_rule *custom, size_t ncustom, unsigned flags,
+                           cb_redact_rules_t **out, cb_redact_compile_error *err) {
+    if (!out || (ncustom && !custom)) return CB_EINVAL;
+    *out = NULL;
+    if (err) memset(err, 0, sizeof *err);
+    fold_init();
+    size_t nb = (flags & CB_REDACT_NO_BUILTINS) ? 0 : cb_redact_catalog_count;
+    if (nb + ncustom > 65535) return CB_ETOOBIG;
+    struct cb_redact_rules *rs = rules_alloc(nb, nb + ncustom);
+    if (!rs) return CB_ENOMEM;
+    int rc = 0;
+    for (size_t i = 0; i < nb + ncustom && !rc; i++) {
+        struct rule_src src;
         rs->nrules = i + 1; /* from here on, a failure frees this entry too */
-        const char *id, *pat;
-        size_t plen;
-        uint32_t opts;
-        if (i < nb) {
-            const cb_redact_rule_def *d = &cb_redact_catalog[i];
-            id = d->id;
-            pat = d->pattern;
-            plen = PCRE2_ZERO_TERMINATED;
-            opts = PCRE2_ANCHORED;
-            r->back = d->back;
-            r->gate = d->gate;
-            r->flags = d->flags;
-            r->anchored = 1;
-        } else {
-            const cb_redact_custom_rule *c = &custom[i - nb];
-            id = c->id;
-            pat = c->pattern;
-            if (!valid_id(id)) {
-                set_error(err, 0, 0, i - nb, "rule id must be 1-64 bytes without control characters or brackets");
-                rc = CB_EINVAL;
-                goto fail;
-            }
-            for (size_t j = 0; j < i; j++)
-                if (strcmp(rs->rules[j].id, id) == 0) {
-                    set_error(err, 0, 0, i - nb, "duplicate rule id");
-                    rc = CB_EINVAL;
-                    goto fail;
-                }
-            if (!pat) { set_error(err, 0, 0, i - nb, "missing pattern"); rc = CB_EINVAL; goto fail; }
-            plen = c->pattern_len ? c->pattern_len : strlen(pat);
-            if (plen > CB_REDACT_MAX_PATTERN) {
-                set_error(err, 0, CB_REDACT_MAX_PATTERN, i - nb, "pattern longer than 4096 bytes");
-                rc = CB_EINVAL;
-                goto fail;
-            }
-            opts = CUSTOM_OPTS;
-            if (c->replacement) {
-                r->replacement = strdup(c->replacement);
-                if (!r->replacement) { rc = CB_ENOMEM; goto fail; }
-                r->replacement_len = strlen(r->replacement);
-            }
-        }
-        r->id = strdup(id);
-        if (!r->id) { rc = CB_ENOMEM; goto fail; }
-        r->id_len = strlen(r->id);
-        rc = compile_one(pat, plen, opts, &r->code, &r->jit, i < nb ? i : i - nb, err, !(flags & CB_REDACT_NO_JIT));
-        if (rc) {
-            if (i < nb && err) { /* a catalog bug: say which rule */
-                char m[sizeof err->message];
-                snprintf(m, sizeof m, "built-in %s: %.200s", id, err->message);
-                memcpy(err->message, m, sizeof m);
-            }
-            goto fail;
-        }
-        rs->all_jit &= r->jit;
-        uint32_t cap = 0;
-        pcre2_pattern_info(r->code, PCRE2_INFO_CAPTURECOUNT, &cap);
-        r->has_group = cap > 0;
-        if (cap + 1 > rs->max_pairs) rs->max_pairs = cap + 1;
-        if (i < nb)
-            for (int k = 0; k < CB_REDACT_MAX_TRIGGERS && cb_redact_catalog[i].triggers[k]; k++)
-                if ((rc = add_trigger(rs, cb_redact_catalog[i].triggers[k], i,
-                                      (cb_redact_catalog[i].flags & CB_TRIG_CASE) != 0)))
-                    goto fail;
+        if (i < nb) builtin_source(&rs->rules[i], i, &src);
+        else rc = custom_source(rs, i, &custom[i - nb], i - nb, &src, err);
+        if (!rc) rc = compile_rule(rs, i, nb, &src, flags, err);
+        if (!rc && i < nb) rc = add_builtin_triggers(rs, i);
+    }
+    if (rc) {
+        cb_redact_rules_free(rs);
+        return rc;
     }
     rs->nrules = nb + ncustom;
     rs->first_custom = nb;
     *out = rs;
     return 0;
-fail:
-    cb_redact_rules_free(rs);
-    return rc;
 }
 
 size_t cb_redact_rules_count(const cb_redact_rules_t *rs) { return rs ? rs->nrules : 0; }
@@ -526,6 +553,78 @@ static int build_output(struct call *c, unsigned opts) {
     return 0;
 }
 
+/* The built-in rules, at the positions the prefilter lets through: one
+ * pass, a rolling 18-bit trigram code and one bitmap probe per byte. */
+static int run_builtins(struct call *c) {
+    const struct cb_redact_rules *rs = c->rs;
+    const unsigned char *u = c->u;
+    size_t n = c->n;
+    if (!rs->ntrigs || n < 2) return 0;
+    const uint64_t *bloom = rs->bloom;
+    uint32_t h = (uint32_t)code6[u[0]] << 6 | code6[u[1]];
+    size_t i = 0;
+    int rc;
+    for (; i + 2 < n; i++) {
+        h = (h << 6 | code6[u[i + 2]]) & 0x3FFFFu;
+        if (__builtin_expect(!((bloom[h >> 6] >> (h & 63)) & 1), 1)) continue;
+        if ((rc = at_position(c, i))) return rc;
+    }
+    h = (h << 6 | code6[0]) & 0x3FFFFu; /* the last two bytes: 2-byte triggers */
+    if ((bloom[h >> 6] >> (h & 63)) & 1) return at_position(c, i);
+    return 0;
+}
+
+/* One custom rule: unanchored, over the whole text, a window of start
+ * positions per call (the offset limit) so the time budget is checked
+ * between calls. */
+static int run_custom(struct call *c, size_t ri) {
+    cb_redact_result_t *res = c->res;
+    size_t n = c->n;
+    int rc = prepare(c);
+    if (rc) return rc;
+    if (!res->cmctx && !(res->cmctx = pcre2_match_context_copy(c->rs->mctx))) return CB_ENOMEM;
+    pcre2_match_context *cm = res->cmctx;
+    uint64_t t0 = now_ns();
+    size_t off = 0, next;
+    while (off <= n) {
+        size_t lim = n - off > CB_REDACT_CUSTOM_WINDOW ? off + CB_REDACT_CUSTOM_WINDOW : n;
+        pcre2_set_offset_limit(cm, lim);
+        if ((rc = match_at(c, ri, off, &next, cm))) return rc;
+        off = next == SIZE_MAX ? lim + 1 : next;
+        if (off < n && now_ns() - t0 > c->rs->budget_ns) {
+            /* Slow everywhere without hitting a limit: fail safe from here. */
+            if ((rc = push(c, (uint32_t)ri, CB_REDACT_LIMIT_HIT, off, n, off, n))) return rc;
+            res->flags |= CB_REDACT_LIMIT_HIT;
+            return STOP;
+        }
+    }
+    return 0;
+}
+
+/* Orders and merges overlapping findings (a key matched by two rules, a
+ * fail-safe tail) so the output is written in one pass. */
+static void merge_findings(cb_redact_result_t *res) {
+    if (res->nfindings < 2) return;
+    qsort(res->findings, res->nfindings, sizeof *res->findings, cmp_finding);
+    size_t w = 0;
+    for (size_t i = 1; i < res->nfindings; i++) {
+        cb_redact_finding *last = &res->findings[w], *f = &res->findings[i];
+        if (f->start < last->end) {
+            if (f->end > last->end) last->end = f->end;
+            if (f->mend > last->mend) last->mend = f->mend;
+            if (f->mstart < last->mstart) last->mstart = f->mstart;
+            last->flags |= f->flags;
+            /* The catalog runs from specific formats to generic
+             * assignments: name the merged finding after the most
+             * specific rule that saw it. */
+            if (f->rule < last->rule) last->rule = f->rule;
+        } else {
+            res->findings[++w] = *f;
+        }
+    }
+    res->nfindings = w + 1;
+}
+
 int cb_redact_run(const cb_redact_rules_t *rs, const char *text, size_t n, unsigned opts, cb_redact_result_t *res) {
     if (!rs || !res || (!text && n)) return CB_EINVAL;
     res->nfindings = 0;
@@ -533,73 +632,11 @@ int cb_redact_run(const cb_redact_rules_t *rs, const char *text, size_t n, unsig
     res->len = 0;
     res->flags = 0;
     struct call c = {rs, (const unsigned char *)text, n, res, NULL, 0};
-    const unsigned char *u = c.u;
-    int rc = 0;
-
-    /* 1. The prefilter: one pass, a rolling 18-bit trigram code and one
-     * bitmap probe per byte. */
-    if (rs->ntrigs && n >= 2) {
-        const uint64_t *bloom = rs->bloom;
-        uint32_t h = (uint32_t)code6[u[0]] << 6 | code6[u[1]];
-        size_t i = 0;
-        for (; i + 2 < n; i++) {
-            h = (h << 6 | code6[u[i + 2]]) & 0x3FFFFu;
-            if (__builtin_expect(!((bloom[h >> 6] >> (h & 63)) & 1), 1)) continue;
-            if ((rc = at_position(&c, i))) break;
-        }
-        if (!rc) {
-            h = (h << 6 | code6[0]) & 0x3FFFFu; /* the last two bytes: 2-byte triggers */
-            if ((bloom[h >> 6] >> (h & 63)) & 1) rc = at_position(&c, i);
-        }
-    }
-    /* 2. Custom rules: unanchored, over the whole text, a window of start
-     * positions per call (the offset limit) so the time budget is checked
-     * between calls. */
-    for (size_t ri = rs->first_custom; !rc && ri < rs->nrules; ri++) {
-        if ((rc = prepare(&c))) break;
-        if (!res->cmctx && !(res->cmctx = pcre2_match_context_copy(rs->mctx))) { rc = CB_ENOMEM; break; }
-        pcre2_match_context *cm = res->cmctx;
-        uint64_t t0 = now_ns();
-        size_t off = 0, next;
-        while (off <= n) {
-            size_t lim = n - off > CB_REDACT_CUSTOM_WINDOW ? off + CB_REDACT_CUSTOM_WINDOW : n;
-            pcre2_set_offset_limit(cm, lim);
-            if ((rc = match_at(&c, ri, off, &next, cm))) break;
-            off = next == SIZE_MAX ? lim + 1 : next;
-            if (off < n && now_ns() - t0 > rs->budget_ns) {
-                /* Slow everywhere without hitting a limit: fail safe from here. */
-                if ((rc = push(&c, (uint32_t)ri, CB_REDACT_LIMIT_HIT, off, n, off, n))) break;
-                res->flags |= CB_REDACT_LIMIT_HIT;
-                rc = STOP;
-                break;
-            }
-        }
-    }
+    int rc = run_builtins(&c);
+    for (size_t ri = rs->first_custom; !rc && ri < rs->nrules; ri++) rc = run_custom(&c, ri);
     if (rc < 0) return rc;
     if (res->nfindings == 0) return 0;
-
-    /* 3. Order and merge overlapping findings (a key matched by two rules,
-     * a fail-safe tail) so the output is written in one pass. */
-    if (res->nfindings > 1) {
-        qsort(res->findings, res->nfindings, sizeof *res->findings, cmp_finding);
-        size_t w = 0;
-        for (size_t i = 1; i < res->nfindings; i++) {
-            cb_redact_finding *last = &res->findings[w], *f = &res->findings[i];
-            if (f->start < last->end) {
-                if (f->end > last->end) last->end = f->end;
-                if (f->mend > last->mend) last->mend = f->mend;
-                if (f->mstart < last->mstart) last->mstart = f->mstart;
-                last->flags |= f->flags;
-                /* The catalog runs from specific formats to generic
-                 * assignments: name the merged finding after the most
-                 * specific rule that saw it. */
-                if (f->rule < last->rule) last->rule = f->rule;
-            } else {
-                res->findings[++w] = *f;
-            }
-        }
-        res->nfindings = w + 1;
-    }
+    merge_findings(res);
     if (opts & CB_REDACT_FIND_ONLY) return 0;
     return build_output(&c, opts);
 }

@@ -2,11 +2,10 @@
  * was given: a pipe or socket (libuv stream), a TTY, or a regular file or
  * character device such as /dev/null, which cannot be polled and is read and
  * written through uv_fs instead. */
-#include "cb_conn.h"
+#include "conn_private.h"
 #include "cb_error.h"
 #include <stdlib.h>
 #include <string.h>
-#include <uv.h>
 
 typedef union {
     uv_handle_t h;
@@ -133,7 +132,7 @@ static int write_out(cb_conn_t *c) {
             if (n <= 0) return n < 0 ? n : UV_EIO;
             off += (size_t)n;
         }
-        c->bytes_out += c->out.len;
+        c->stats.bytes_out += c->out.len;
         c->out.len = 0;
         return 0;
     }
@@ -174,6 +173,7 @@ static void close_all(cb_conn_t *c) {
 }
 
 static const cb_conn_ops_t stdio_ops = {
+    .kind = CB_TRANSPORT_STDIO,
     .write = write_out,
     .read_start = read_start,
     .read_stop = read_stop,
@@ -199,13 +199,13 @@ static int open_stream(uv_loop_t *loop, uv_file fd, int readable, any_stream_t *
     }
 }
 
-int cb_conn_open_stdio(cb_rpc_t *rpc, cb_conn_t **out) {
+int cb_conn_new_stdio(const cb_conn_setup_t *setup, cb_conn_t **out) {
     stdio_t *s = calloc(1, sizeof *s);
     if (!s) return CB_ENOMEM;
-    cb_conn_t *c = cb_conn__new(rpc, &stdio_ops);
+    cb_conn_t *c = cb_conn__new(setup, &stdio_ops);
     if (!c) { free(s); return CB_ENOMEM; }
     s->c = c;
-    s->loop = rpc->loop;
+    s->loop = setup->loop;
     s->in_fd = 0;
     s->out_fd = 1;
     c->transport = s;
@@ -233,6 +233,6 @@ fail_out:
 fail_in:
     c->transport = NULL;
     free(s);
-    cb_conn_release(c);
+    cb_conn__discard(c);
     return UV_EINVAL;
 }

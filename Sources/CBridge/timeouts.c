@@ -88,6 +88,8 @@ struct cb_timeouts {
     int armed;
     int running; /* depth of callback dispatch (advance may nest) */
     int closing;
+    /* System clock: callbacks per timer turn before yielding to I/O, so a
+     * burst of due timeouts cannot starve the loop. */
     size_t batch_limit;
 };
 
@@ -463,8 +465,6 @@ void cb_timeouts_close(cb_timeouts *t) {
 
 void cb_timeouts_set_data(cb_timeouts *t, void *data) { t->data = data; }
 void *cb_timeouts_get_data(const cb_timeouts *t) { return t->data; }
-cb_clock_kind cb_timeouts_clock(const cb_timeouts *t) { return t->clock; }
-void cb_timeouts_set_batch_limit(cb_timeouts *t, size_t limit) { t->batch_limit = limit ? limit : 1; }
 
 void cb_timeouts_set_ref(cb_timeouts *t, int ref) {
     if (t->clock != CB_CLOCK_SYSTEM) return;

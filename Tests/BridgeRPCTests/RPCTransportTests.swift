@@ -334,3 +334,65 @@ private func initialize(_ c: InProcessClient) {
         #expect(String(decoding: JSON.string("\u{01}\n\"").encoded, as: UTF8.self) == "\"\\u0001\\n\\\"\"")
     }
 }
+
+/// The endpoint and its connections directly, without a server.
+@Suite struct EndpointTests {
+    private func notification(_ pad: Int) -> [UInt8] {
+        Array(("{\"jsonrpc\":\"2.0\",\"method\":\"n\",\"params\":{\"pad\":\"" + String(repeating: "x", count: pad) + "\"}}").utf8)
+    }
+
+    @Test func notificationsOverTheLimitAreDroppedAndCounted() {
+        let ep = RPCEndpoint(loop: EventLoop())
+        #expect(ep.notifyLimitBytes == 256 << 10)
+        let c = ep.openInMemory()
+        #expect(c.transport == .memory)
+        ep.notifyLimitBytes = 100
+        let n = notification(40) // 91 bytes framed
+        #expect(c.sendNotification(serialized: n))
+        #expect(c.sendNotification(serialized: n)) // 91 queued: not over the limit yet
+        #expect(!c.sendNotification(serialized: n))
+        #expect(!c.notify("n", nil))
+        #expect(c.droppedNotifications == 2)
+        #expect(c.takeOutput().count == 2 * (n.count + 1))
+        #expect(c.sendNotification(serialized: n)) // the reader caught up
+        let later = ep.openInMemory() // the limit holds for connections opened later too
+        #expect(later.sendNotification(serialized: n) && later.sendNotification(serialized: n))
+        #expect(!later.sendNotification(serialized: n))
+        c.close()
+        #expect(!c.sendNotification(serialized: n))
+        #expect(c.droppedNotifications == 2) // closed is not a drop
+    }
+
+    @Test func closeThenRunsOnceEveryConnectionHasClosed() {
+        let ep = RPCEndpoint(loop: EventLoop())
+        var ran = 0
+        ep.close { ran += 1 }
+        #expect(ran == 1) // nothing open
+        let a = ep.openInMemory(), b = ep.openInMemory()
+        _ = (a, b)
+        ep.close { ran += 1 }
+        #expect(ran == 2)
+        #expect(ep.allConnections.isEmpty && a.isClosed && b.isClosed)
+    }
+
+    @Test func connectionsAndRepliesOutliveTheirEndpoint() {
+        var conn: RPCConnection?
+        var pending: RPCResponder?
+        do {
+            let ep = RPCEndpoint(loop: EventLoop())
+            ep.onCall = { call in pending = call.responder }
+            var closedEvents = 0
+            ep.onClosed = { _ in closedEvents += 1 }
+            conn = ep.openInMemory()
+            conn!.feed("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"later\"}\n")
+            #expect(pending != nil)
+            _ = closedEvents
+        } // the endpoint goes with a connection and a request still open
+        #expect(conn!.isClosed)
+        conn!.feed("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n") // ignored, crashes nothing
+        pending!.result(.string("too late")) // goes nowhere
+        #expect(conn!.takeOutput().isEmpty)
+        pending = nil
+        conn = nil // the last reference: C frees the connection and the endpoint (ASan/LSan)
+    }
+}

@@ -31,13 +31,13 @@ static void on_call(cb_rpc_t *rpc, cb_conn_t *c, cb_req_t *req, const char *m, s
 
 static void on_conn(cb_rpc_t *rpc, cb_conn_t *c, cb_conn_event ev) {
     (void)rpc;
-    if (ev == CB_CONN_EV_CLOSED) { closed_events++; c->data = NULL; cb_conn_release(c); }
+    if (ev == CB_CONN_EV_CLOSED) { closed_events++; cb_conn_set_data(c, NULL); cb_conn_release(c); }
     else cb_conn_close(c);
 }
 
 static void on_accept(cb_listener_t *l, cb_conn_t *c) {
     (void)l;
-    c->data = c;
+    cb_conn_set_data(c, c);
     conns[nconns++] = c;
 }
 
@@ -105,12 +105,12 @@ int main(void) {
     ssize_t queued_in = send(fl, flood, off, MSG_DONTWAIT);
     CHECK(queued_in > 64 * 1024);
     CHECK(write(ot, req, rl) == (ssize_t)rl);
-    uint64_t before_fl = conns[0]->bytes_in;
+    uint64_t before_fl = cb_conn_stats(conns[0]).bytes_in;
     uv_run(&loop, UV_RUN_NOWAIT);
-    CHECK(conns[1]->bytes_in == rl);
-    CHECK(conns[0]->bytes_in - before_fl <= 4096);
+    CHECK(cb_conn_stats(conns[1]).bytes_in == rl);
+    CHECK(cb_conn_stats(conns[0]).bytes_in - before_fl <= 4096);
     spin(20);
-    CHECK(conns[0]->bytes_in > before_fl + 4096); /* and it is served on later turns */
+    CHECK(cb_conn_stats(conns[0]).bytes_in > before_fl + 4096); /* and it is served on later turns */
     close(fl);
     close(ot);
     spin(20);
@@ -123,17 +123,18 @@ int main(void) {
     CHECK(nconns == 1);
     cb_conn_t *c = conns[0];
     cb_conn_retain(c);
+    cb_rpc_set_notify_limit(rpc, 64u << 20); /* keep queueing: writes stay in flight */
     json_t *big = json_pack("{s:s}", "x", "0123456789012345678901234567890123456789012345678901234567890123456789");
     for (int i = 0; i < 100000 && cb_conn_queued(c) < (8u << 20); i++) cb_conn_notify(c, "n", big);
     json_decref(big);
     spin(5);
     CHECK(cb_conn_queued(c) > (1u << 20)); /* the kernel buffer is full, libuv holds the rest */
-    CHECK(cb_conn_is_socket(c));
+    CHECK(cb_conn_transport(c) == CB_TRANSPORT_SOCKET);
     int before = closed_events;
     cb_conn_abort(c);
     spin(5);
     CHECK(closed_events == before + 1);
-    CHECK(c->closed && cb_conn_queued(c) == 0);
+    CHECK(cb_conn_is_closed(c) && !cb_conn_has_transport(c) && cb_conn_queued(c) == 0);
     CHECK(cb_conn_notify(c, "n", NULL) == CB_ECLOSED);
     cb_conn_release(c);
     close(slow);
@@ -184,8 +185,42 @@ int main(void) {
     snprintf(missing, sizeof missing, "%s/nope/s.sock", dir);
     CHECK(cb_listen_unix(rpc, missing, 16, on_accept, NULL, &l) == UV_ENOENT);
 
+    /* notifications over the limit are dropped and counted; replies are not */
+    cb_rpc_set_notify_limit(rpc, 100);
+    cb_conn_t *m = cb_rpc_open_memory(rpc);
+    const char *note = "{\"jsonrpc\":\"2.0\",\"method\":\"n\",\"params\":{\"pad\":\"0123456789012345678901234567890123456789\"}}";
+    CHECK(cb_conn_send_notification(m, note, strlen(note)) == 0);
+    CHECK(cb_conn_send_notification(m, note, strlen(note)) == 0); /* 81 queued: not over 100 yet */
+    CHECK(cb_conn_send_notification(m, note, strlen(note)) == CB_ETOOBIG);
+    CHECK(cb_conn_notify(m, "n", NULL) == CB_ETOOBIG);
+    CHECK(cb_conn_stats(m).dropped_notifications == 2);
+    CHECK(cb_conn_send(m, note, strlen(note)) == 0);
+    cb_conn_output_clear(m);
+    CHECK(cb_conn_send_notification(m, note, strlen(note)) == 0);
+    cb_conn_retain(m); /* on_conn drops the owner's reference on CLOSED */
+    cb_conn_close(m);
+    CHECK(cb_conn_send_notification(m, note, strlen(note)) == CB_ECLOSED);
+    CHECK(cb_conn_stats(m).dropped_notifications == 2);
+    cb_conn_release(m);
+
+    /* closing the endpoint with a client still connected: no callback
+     * reaches the owner, the client is closed, and the connection and the
+     * endpoint are freed once its handles are (LeakSanitizer checks) */
+    CHECK(cb_listen_unix(rpc, path, 16, on_accept, NULL, &l) == 0);
+    nconns = 0;
+    int late = client(path);
+    CHECK(late >= 0);
+    spin(5);
+    CHECK(nconns == 1);
+    cb_listener_close(l);
+    before = closed_events;
+    cb_rpc_close(rpc);
+    cb_conn_release(conns[0]); /* the owner lets go before the handles are closed */
     spin(10);
-    cb_rpc_free(rpc);
+    CHECK(closed_events == before);
+    char eof;
+    CHECK(read(late, &eof, 1) == 0);
+    close(late);
     CHECK(uv_loop_close(&loop) == 0);
     unlink(lockp);
     rmdir(dir);

@@ -122,7 +122,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t chunk = 1 + data[0] % 97;
     data++;
     size--;
-    cb_conn_t *c = cb_conn_open_memory(rpc);
+    cb_conn_t *c = cb_rpc_open_memory(rpc);
     nheld = 0;
     for (size_t off = 0; off < size; off += chunk) {
         size_t n = size - off < chunk ? size - off : chunk;
