@@ -45,6 +45,16 @@ public struct Params {
         return t
     }
 
+    /// A required string that must not be empty (ids, session ids).
+    public func nonEmpty(_ key: String) throws -> String {
+        let s: String = try required(key)
+        guard !s.isEmpty else {
+            throw RPCError.invalidParams("invalid params: '\(key)' must not be empty",
+                                         data: ["param": .string(key), "expected": "non-empty string", "got": "empty string"])
+        }
+        return s
+    }
+
     /// A string restricted to a fixed set of values (an enum in the OpenRPC spec).
     public func oneOf(_ key: String, _ allowed: [String], default def: String? = nil) throws -> String {
         guard let v = value(key) else {

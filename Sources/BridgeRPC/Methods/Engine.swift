@@ -179,15 +179,6 @@ enum EngineParams {
                        data: ["param": .string(param), "expected": .string(expected), "got": .string(got.typeName)])
     }
 
-    static func nonEmpty(_ p: Params, _ key: String) throws -> String {
-        let s: String = try p.required(key)
-        guard !s.isEmpty else {
-            throw RPCError.invalidParams("invalid params: '\(key)' must not be empty",
-                                         data: ["param": .string(key), "expected": "non-empty string", "got": ""])
-        }
-        return s
-    }
-
     static func tool(_ p: Params) throws -> ToolUse {
         let name: String = try p.optional("toolName") ?? p.required("tool")
         var t = ToolUse(name: name)
@@ -251,7 +242,7 @@ enum EngineParams {
     }
 
     static func agentEvent(_ p: Params) throws -> AgentEvent {
-        let sid = try nonEmpty(p, "sessionId")
+        let sid = try p.nonEmpty("sessionId")
         let type = try p.oneOf("type", eventTypes)
         let kind: AgentEvent.Kind
         switch type {
@@ -264,10 +255,10 @@ enum EngineParams {
                 throw RPCError.invalidParams("invalid params: 'timeoutSeconds' must be within 1...86400",
                                              data: ["param": "timeoutSeconds", "expected": "number 1...86400", "got": .double(timeout)])
             }
-            kind = .approvalRequest(requestId: try nonEmpty(p, "requestId"), tool: try tool(p), timeoutSeconds: timeout)
-        case "approval_cancelled": kind = .approvalCancelled(requestId: try nonEmpty(p, "requestId"))
-        case "approval_timeout": kind = .approvalTimeout(requestId: try nonEmpty(p, "requestId"))
-        case "question": kind = .question(questionId: try nonEmpty(p, "questionId"), questions: try questions(p))
+            kind = .approvalRequest(requestId: try p.nonEmpty("requestId"), tool: try tool(p), timeoutSeconds: timeout)
+        case "approval_cancelled": kind = .approvalCancelled(requestId: try p.nonEmpty("requestId"))
+        case "approval_timeout": kind = .approvalTimeout(requestId: try p.nonEmpty("requestId"))
+        case "question": kind = .question(questionId: try p.nonEmpty("questionId"), questions: try questions(p))
         case "task_completed": kind = .taskCompleted(summary: try p.optional("summary"))
         case "task_failed": kind = .taskFailed(error: try p.optional("error"))
         default: kind = .sessionHandoff(to: try p.optional("handedOffTo"))

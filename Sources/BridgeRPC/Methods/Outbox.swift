@@ -38,7 +38,7 @@ extension MethodTable {
 
     private func registerMessageSend(_ env: ServerEnvironment, _ store: Store, _ delivery: OutboxDelivery) {
         on("message.send") { p, ctx in
-            let sessionId = try OutboxParams.nonEmpty(p, "sessionId")
+            let sessionId = try p.nonEmpty("sessionId")
             let device = try p.deviceId(or: ctx)
             let text: String = try p.required("text")
             let key: String? = try p.optional("idempotencyKey")
@@ -119,7 +119,7 @@ extension MethodTable {
 
     private func registerDrafts(_ store: Store, _ delivery: OutboxDelivery) {
         on("draft.save") { p, _ in
-            let sessionId = try OutboxParams.nonEmpty(p, "sessionId")
+            let sessionId = try p.nonEmpty("sessionId")
             let text: String = try p.required("text")
             let now = delivery.nowMs
             try Self.storeCall { try store.saveDraft(sessionId: sessionId, text: text, nowMs: now) }
@@ -127,14 +127,14 @@ extension MethodTable {
         }
 
         on("draft.get") { p, _ in
-            let sessionId = try OutboxParams.nonEmpty(p, "sessionId")
+            let sessionId = try p.nonEmpty("sessionId")
             let d = try Self.storeCall { try store.draft(sessionId: sessionId) }
             return ["sessionId": .string(sessionId), "text": d.map { .string($0.text) } ?? .null,
                     "savedAt": d.map { .int($0.savedMs) } ?? .null]
         }
 
         on("draft.clear") { p, _ in
-            let sessionId = try OutboxParams.nonEmpty(p, "sessionId")
+            let sessionId = try p.nonEmpty("sessionId")
             let removed = try Self.storeCall { try store.clearDraft(sessionId: sessionId) }
             return ["sessionId": .string(sessionId), "cleared": .bool(removed)]
         }
@@ -143,15 +143,6 @@ extension MethodTable {
 
 /// Params of the outbox methods, with -32602 errors that name the field.
 enum OutboxParams {
-    static func nonEmpty(_ p: Params, _ key: String) throws -> String {
-        let s: String = try p.required(key)
-        guard !s.isEmpty else {
-            throw RPCError.invalidParams("invalid params: '\(key)' must not be empty",
-                                         data: ["param": .string(key), "expected": "non-empty string", "got": "empty string"])
-        }
-        return s
-    }
-
     static func messageId(_ p: Params) throws -> Int64 {
         let id: Int64 = try p.required("id")
         guard id > 0 else {
