@@ -101,14 +101,17 @@ int cb_store_attach(cb_store_t *s, uv_loop_t *loop, cb_store_commit_cb on_commit
  * negative disarms. */
 void cb_store_set_wakeup(cb_store_t *s, int64_t delay_ms);
 /* Asks for an on_commit callback at the end of this turn even with nothing to
- * commit (replies held for read-after-write consistency use this). */
+ * commit (a reply waiting for the turn's end uses this). */
 void cb_store_request_turn_end(cb_store_t *s);
 /* 1 when the end of this turn will commit or call on_commit: writes are
  * waiting, a turn end was requested, or a failed write must be reported. */
 int cb_store_turn_pending(const cb_store_t *s);
-/* Ends the turn by hand (no loop attached, or startup): commits and clears
- * the request for a turn end; 0 or the commit's error. */
+/* Ends the turn (the loop hook, or by hand without a loop): commits and
+ * clears the request for a turn end; 0 or the commit's error. */
 int cb_store_end_turn(cb_store_t *s);
+/* Rolls back everything this turn wrote and makes its commit fail with
+ * `why` (a write the turn's replies depend on failed). */
+void cb_store_abort_turn(cb_store_t *s, const char *why);
 /* Called (with the attach data) at the end of a pending turn, right before
  * its commit, so writes coalesced over the turn join that commit. */
 typedef void (*cb_store_before_commit_cb)(void *data);

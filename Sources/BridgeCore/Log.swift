@@ -30,9 +30,6 @@ public struct Logger: Sendable {
 
     public init(level: LogLevel = .info) { self.level = level }
 
-    /// Logs nothing (fuzzers, benchmarks).
-    public static let silent = Logger(level: .error)
-
     public func enabled(_ l: LogLevel) -> Bool { l <= level }
 
     public func write(_ l: LogLevel, _ message: @autoclosure () -> String) {

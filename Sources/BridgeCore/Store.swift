@@ -199,23 +199,21 @@ public final class Store {
     }
 
     /// Runs `body` once this turn's writes are committed (nil) or were rolled
-    /// back (the error). Without an attached loop, runs on the next `commit`
-    /// via `flush()`.
+    /// back (the error). Without an attached loop, runs at the next
+    /// `endTurn()` / `flush()`.
     public func afterCommit(_ body: @escaping (StoreError?) -> Void) {
         afterCommitQueue.append(body)
         cb_store_request_turn_end(handle)
     }
 
-    /// Runs `body` after this turn's commit and the next one, so what is
-    /// written right after this turn's commit (the engine's snapshots) is
-    /// durable too; with the first error of either.
-    public func afterFollowingCommit(_ body: @escaping (StoreError?) -> Void) {
-        afterCommit { [unowned self] e1 in self.afterCommit { e2 in body(e1 ?? e2) } }
-    }
-
-    /// Commits and runs the waiting `afterCommit` callbacks (what the loop
-    /// hook does at the end of a turn; tests without a loop call it).
+    /// `endTurn()` without its result: `beforeCommit`, the commit, the
+    /// waiting `afterCommit` callbacks (what the loop hook does at the end of
+    /// a turn; tests without a loop call it).
     public func flush() { _ = endTurn() }
+
+    /// Rolls back everything this turn wrote; its commit then fails with
+    /// `reason`, so nothing of the turn is acknowledged.
+    public func abortTurn(_ reason: String) { cb_store_abort_turn(handle, reason) }
 
     /// Ends the turn now, as the loop hook does: `beforeCommit`, the commit,
     /// the `afterCommit` callbacks. Returns the commit's error.

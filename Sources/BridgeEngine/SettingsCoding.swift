@@ -25,7 +25,7 @@ extension Settings {
         }
     }
 
-    /// In the order `settings.update` checks them (the first problem is reported).
+    /// In the order `settings.update` checks and lists them (the first problem is reported).
     private static let fields: [Field] = [
         flag("enableLiveActivities", \.enableLiveActivities),
         flag("enableBackgroundNotifications", \.enableBackgroundNotifications),
@@ -40,6 +40,9 @@ extension Settings {
             }
             s.approvalTimeoutSeconds = d
         },
+        Field(key: "customRedactionRules", encode: { s in
+            .array(s.customRedactionRules.map { ["name": .string($0.name), "pattern": .string($0.pattern), "replacement": .string($0.replacement)] })
+        }) { s, v throws(SettingsError) in s.customRedactionRules = try rules(v) },
         Field(key: "locale", encode: { .string($0.locale) }) { s, v throws(SettingsError) in
             guard let l = v.stringValue else { throw mismatch("locale", "string", v) }
             guard Localization.isSupported(l) else {
@@ -49,15 +52,9 @@ extension Settings {
             }
             s.locale = l
         },
-        Field(key: "customRedactionRules", encode: { s in
-            .array(s.customRedactionRules.map { ["name": .string($0.name), "pattern": .string($0.pattern), "replacement": .string($0.replacement)] })
-        }) { s, v throws(SettingsError) in s.customRedactionRules = try rules(v) },
     ]
 
-    /// The keys, as `settings.update` lists them when one is unknown.
-    public static let keys = ["enableLiveActivities", "enableBackgroundNotifications", "showNotificationDetails",
-                              "backgroundInLowPowerMode", "enableTimeSensitiveNotifications", "approvalTimeoutSeconds",
-                              "customRedactionRules", "locale"]
+    public static let keys = fields.map(\.key)
 
     private static func mismatch(_ param: String, _ expected: String, _ got: JSON) -> SettingsError {
         SettingsError(message: "invalid params: '\(param)' must be \(expected)",

@@ -34,8 +34,16 @@ extension RPCServer {
         }
     }
 
+    /// Lifecycle answers report no stored state: a failed commit does not
+    /// turn them into errors (method results do, see `ReplyBarrier`).
     private func answer(_ call: RPCCall, _ outcome: Result<JSON, RPCError>) {
-        env.barrier.answer(call.responder, outcome)
+        guard let responder = call.responder else { return }
+        env.barrier.release { _ in
+            switch outcome {
+            case .success(let r): responder.result(r)
+            case .failure(let e): responder.error(e)
+            }
+        }
     }
 
     /// -32600 for a call the lifecycle does not allow now.
@@ -50,22 +58,22 @@ extension RPCServer {
     }
 
     private func dispatch(_ call: RPCCall, _ ctx: RPCContext) {
-        guard let handler = methods.handlers[call.method] else { return answer(call, .failure(.methodNotFound(call.method))) }
+        let barrier = env.barrier, responder = call.responder
+        guard let handler = methods.handlers[call.method] else {
+            return barrier.answer(responder, .failure(.methodNotFound(call.method)))
+        }
         do {
             let params = try Params(call.params)
             switch handler {
-            case .sync(let body):
-                answer(call, .success(try body(params, ctx)))
-            case .async(let body):
-                let barrier = env.barrier, responder = call.responder
-                try body(params, ctx) { barrier.answer(responder, $0) }
+            case .sync(let body): barrier.answer(responder, .success(try body(params, ctx)))
+            case .async(let body): try body(params, ctx) { barrier.answer(responder, $0) }
             }
         } catch let e as RPCError {
-            if call.responder == nil { log.debug("notification \(call.method) failed: \(e.message)") }
-            answer(call, .failure(e))
+            if responder == nil { log.debug("notification \(call.method) failed: \(e.message)") }
+            barrier.answer(responder, .failure(e))
         } catch {
             log.error("\(call.method): \(error)")
-            answer(call, .failure(.internalError(String(describing: error))))
+            barrier.answer(responder, .failure(.internalError(String(describing: error))))
         }
     }
 
@@ -78,7 +86,6 @@ extension RPCServer {
         do {
             let wantsNotifications = try Self.initializeParams(try Params(call.params), c)
             c.lifecycle.phase = .running
-            c.receivesNotifications = wantsNotifications
             var result: [String: JSON] = [
                 "serverInfo": ["name": .string(Self.serverName), "version": .string(BridgeEngineVersion.value)],
                 "protocolVersion": .string(Self.protocolVersion),
@@ -93,8 +100,10 @@ extension RPCServer {
             ]
             if let d = c.deviceID { result["deviceId"] = .string(d) }
             let router = env.router, responder = call.responder
+            // Notifications start after the reply, the held ones first.
             env.barrier.release { _ in
                 responder?.result(.object(result))
+                c.receivesNotifications = wantsNotifications
                 router.releaseHeld(to: c)
             }
         } catch let e as RPCError {

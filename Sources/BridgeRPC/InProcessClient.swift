@@ -1,8 +1,9 @@
 import BridgeCore
 
 /// Drives the server from inside the process: feed raw bytes (any framing),
-/// read back what the server wrote. Async replies appear in `takeOutput()`
-/// once their handler answers.
+/// read back what the server wrote. A reply waits for the store's commit of
+/// what was written before it: with a write pending it appears in
+/// `takeOutput()` after the loop's turn end (or `env.store?.flush()`).
 public final class InProcessClient {
     public let connection: RPCConnection
     /// Keeps the server (and so the connection) alive as long as the client.

@@ -24,7 +24,7 @@ public final class RPCServer {
     public var phase: Lifecycle.Phase { processLifecycle.phase }
     /// Set when the server decided to stop; what `serve` returns.
     public private(set) var exitCode: Int32?
-    private(set) var stopping = false
+    var stopping: Bool { processLifecycle.phase == .stopped }
     private var finished = false
     var stdio: Connection?
     public internal(set) var listeners: [RPCListener] = []
@@ -32,7 +32,8 @@ public final class RPCServer {
     /// How long `stop` waits for peers to take their queued output.
     public var flushTimeoutMs: UInt64 = 5000
     public var router: NotificationRouter { env.router }
-    /// The output policy for every client (`SlowClientPolicy`).
+    /// The output policy for every client (`SlowClientPolicy`); the C
+    /// transport applies its notify limit.
     public var policy: SlowClientPolicy {
         get { env.router.policy }
         set {
@@ -115,9 +116,6 @@ public final class RPCServer {
         InProcessClient(server: self, connection: adopt(endpoint.openInMemory()).io)
     }
 
-    /// Sends a notification to every connection that completed `initialize`.
-    public func broadcast(_ method: String, _ params: JSON) { env.broadcast(method, params) }
-
     private func watchSlowClients() {
         guard slowClientTimer == nil else { return }
         slowClientTimer = LoopTimer(loop: env.loop, everyMs: router.policy.checkIntervalMs) { [unowned self] in
@@ -143,6 +141,8 @@ public final class RPCServer {
         env.router.remove(io.id)
         guard !stopping else { return }
         env.waiters.connectionClosed(io.id, host: env.engine)
+        // stdio cut off by the slow-client policy: as at the end of input.
+        if io === stdio?.io && listeners.isEmpty { stop(exitCode: 0, reason: "stdio closed") }
     }
 
     private func signalled(_ sig: Int32) {
@@ -165,7 +165,6 @@ public final class RPCServer {
     /// reads cannot hold the process), writes the last snapshot, stops the loop.
     public func stop(exitCode code: Int32, reason: String) {
         guard !stopping else { return }
-        stopping = true
         exitCode = code
         processLifecycle.phase = .stopped
         log.debug("stopping (\(reason)), exit code \(code)")

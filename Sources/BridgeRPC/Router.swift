@@ -68,7 +68,7 @@ public final class NotificationRouter {
     private var connections: [Int: Connection] = [:]
     private var held = HeldNotifications()
     let log: Logger
-    public var policy = SlowClientPolicy()
+    public internal(set) var policy = SlowClientPolicy()
     /// Clients disconnected by the slow-client policy.
     public internal(set) var droppedClients: UInt64 = 0
     /// Notifications not sent to a client because of the policy.
@@ -123,9 +123,10 @@ public final class NotificationRouter {
     }
 
     /// Disconnects clients over the notify limit that took nothing for the
-    /// stall timeout (see `SlowClientPolicy`).
+    /// stall timeout (see `SlowClientPolicy`). In-process clients take their
+    /// output when their owner asks, so they are never stalled.
     func checkSlowClients(nowMs now: UInt64) {
-        for c in connections.values where !c.io.isClosed {
+        for c in connections.values where !c.io.isClosed && c.transport != .memory {
             let written = c.io.bytesWritten
             defer { c.lastWritten = written }
             guard c.io.queuedBytes > policy.notifyLimitBytes && written == c.lastWritten else {

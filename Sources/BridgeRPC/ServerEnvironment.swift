@@ -73,8 +73,5 @@ public final class ServerEnvironment {
 
     /// Writes what is still pending (the last snapshot) and commits; the
     /// server calls it once, when it stops.
-    func finish() {
-        snapshots?.write()
-        store?.flush()
-    }
+    func finish() { store?.flush() }
 }

@@ -75,7 +75,7 @@ extension ServerEnvironment {
 
     /// The outbox after a restart; its part of the `recovered` report.
     private func startOutbox(_ store: Store) throws -> [String: JSON] {
-        let delivery = OutboxDelivery(env: self, store: store)
+        let delivery = OutboxDelivery(store: store, scheduler: scheduler, router: router, log: log)
         outbox = delivery
         let requeued = try store.requeueInflight(nowMs: delivery.nowMs)
         try store.commit()

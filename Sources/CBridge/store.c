@@ -419,6 +419,15 @@ void cb_store_set_wakeup(cb_store_t *s, int64_t delay_ms) {
 
 void cb_store_request_turn_end(cb_store_t *s) { s->turn_requested = 1; }
 
+void cb_store_abort_turn(cb_store_t *s, const char *why) {
+    if (s->aborted) return;
+    if (s->in_txn && s->db) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    s->in_txn = 0;
+    s->aborted = 1;
+    s->abort_fault = s->fault ? s->fault : CB_STORE_FAULT_ABORTED;
+    snprintf(s->abort_msg, sizeof s->abort_msg, "%s", why);
+}
+
 int cb_store_end_turn(cb_store_t *s) {
     s->turn_requested = 0;
     return cb_store_commit(s);

@@ -65,14 +65,14 @@ func object(_ b: inout Bytes, depth: Int) -> JSON {
     return .object(o)
 }
 
-/// Sends text and collects replies. Async handlers (durable writes) answer
-/// when the store commits at the end of a loop turn; with no stdio keeping the
-/// loop alive, the turn end is the store's `flush()` (what its loop hook calls).
 /// Ids of the responses among `replies` (server->client notifications skipped).
 func replyIds(_ replies: [JSON]) -> Set<Int64> {
     Set(replies.compactMap { $0["method"] == nil ? $0["id"]?.intValue : nil })
 }
 
+/// Sends text and collects replies. A reply waits for the store's commit of
+/// what was written before it; with no stdio keeping the loop alive, the turn
+/// end is the store's `flush()` (what its loop hook calls).
 func exchange(_ client: InProcessClient, _ env: ServerEnvironment, _ text: String, expect: Set<Int64>) -> [JSON] {
     var replies = client.messages(client.send(text))
     var turns = 0

@@ -100,7 +100,7 @@ struct Serve: ParsableCommand {
         do {
             let paths = try listen.map { try $0.resolve(stateDir: stateDir, ephemeral: ephemeral, log: env.log) }
             let server = try RPCServer(env: env)
-            server.router.policy.stallTimeoutMs = UInt64(slowClientTimeout * 1000)
+            server.policy.stallTimeoutMs = UInt64(slowClientTimeout * 1000)
             if !paths.isEmpty { raiseOpenFileLimit() }
             for p in paths { try server.listen(unixPath: p) }
             code = try server.serve(stdio: !noStdio)

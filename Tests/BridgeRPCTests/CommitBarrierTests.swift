@@ -8,26 +8,31 @@ import Testing
 /// driven by hand. Before the turn ends nothing of the reply was written;
 /// after it, the reply is there and the commit count moved.
 @Suite struct CommitBarrierTests {
+    /// A state directory that outlives the server using it.
+    final class StateDir {
+        let path: String
+        init() {
+            var template = Array("/tmp/cb-barrier-XXXXXX".utf8CString)
+            path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
+        }
+        deinit { _ = Glibc.system("rm -rf '\(path)'") }
+    }
+
     final class Server {
-        let dir: String
         let server: RPCServer
         let client: InProcessClient
         var store: Store { server.env.store! }
         private var nextID: Int64 = 1
 
-        init() throws {
-            var template = Array("/tmp/cb-barrier-XXXXXX".utf8CString)
-            dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
+        init(_ dir: StateDir) throws {
             var o = ServerOptions()
-            o.stateDirectory = dir
+            o.stateDirectory = dir.path
             o.manualClock = true
             o.logLevel = .error
             server = try RPCServer(env: ServerEnvironment(loop: EventLoop(), options: o))
             client = server.makeInProcessClient()
             _ = client.request("initialize", ["deviceId": "phone", "capabilities": ["notifications": false]])
         }
-
-        deinit { _ = Glibc.system("rm -rf '\(dir)'") }
 
         /// Sends a request; returns its id and whatever came back at once.
         func send(_ method: String, _ params: JSON) -> (Int64, [JSON]) {
@@ -51,7 +56,8 @@ import Testing
     }
 
     @Test func everyDurableSyncMethodRepliesAfterItsCommit() throws {
-        let s = try Server()
+        let dir = StateDir()
+        let s = try Server(dir)
         s.expectAfterCommit("agent.event", ["sessionId": "s1", "type": "task_started", "projectPath": "/w/app"])
         s.expectAfterCommit("agent.event", ["sessionId": "s1", "type": "question", "questionId": "q1",
                                             "questions": [["question": "Which?", "header": "DB",
@@ -82,7 +88,8 @@ import Testing
     /// The async path: a hook's PermissionRequest is answered when a person
     /// decides, and that answer too waits for the commit of the decision.
     @Test func theHookAnswerWaitsForTheCommitOfTheDecision() throws {
-        let s = try Server()
+        let dir = StateDir()
+        let s = try Server(dir)
         let hook = s.server.makeInProcessClient()
         let ask: JSON = ["jsonrpc": "2.0", "id": 99, "method": "agent.hook",
                          "params": ["session_id": "s9", "hook_event_name": "PermissionRequest", "cwd": "/w/app",
@@ -100,5 +107,29 @@ import Testing
         #expect(s.store.commitCount == commits + 1)
         let answer = hook.messages(hook.takeOutput()).first { $0["id"] == 99 }
         #expect(answer?["result"]?["decision"] == "allow")
+    }
+
+    /// A commit that fails (disk full) rolls back the turn: the reply is a
+    /// -32050, not a result; the change is written again at the next turn
+    /// that commits, so a restart finds it.
+    @Test func aFailedCommitAnswersWithAnErrorAndTheSnapshotIsWrittenLater() throws {
+        let dir = StateDir()
+        do {
+            let s = try Server(dir)
+            try s.store.limitGrowth(pages: 0)
+            // A document far bigger than the free space the database has left.
+            let path = "/w/" + String(repeating: "deep/", count: 40_000)
+            let (id, early) = s.send("agent.event", ["sessionId": "full", "type": "task_started", "projectPath": .string(path)])
+            #expect(!early.contains { $0["id"] == .int(id) })
+            #expect(s.store.endTurn() != nil, "the commit should fail on a full disk")
+            let reply = s.client.messages(s.client.takeOutput()).first { $0["id"] == .int(id) }
+            #expect(reply?["error"]?["code"] == -32050, "\(reply?.serialized() ?? "no reply")")
+            try s.store.limitGrowth(pages: 1 << 20)
+            s.expectAfterCommit("agent.event", ["sessionId": "other", "type": "task_started"])
+            s.server.env.store!.flush()
+        }
+        let again = try Server(dir)
+        let got = again.send("session.get", ["sessionId": "full"]).1.first { $0["id"] != nil }
+        #expect(got?["result"]?["session"]?["id"] == "full", "\(got?.serialized() ?? "no reply")")
     }
 }

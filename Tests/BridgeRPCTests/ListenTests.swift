@@ -161,7 +161,7 @@ private func lines(_ s: String) -> [JSON] { s.split(separator: "\n").compactMap 
         let big = JSON.string(String(repeating: "x", count: 1000))
         // far more than the kernel buffers: the rest would queue in the server
         for i in 0..<4000 {
-            h.server.broadcast("session.changed", ["i": .int(Int64(i)), "pad": big])
+            h.server.env.broadcast("session.changed", ["i": .int(Int64(i)), "pad": big])
             h.server.env.loop.runOnce()
             if i % 20 == 0 { _ = h.read(fine, turns: 1) } // fine reads as it goes
         }
@@ -203,7 +203,7 @@ private func lines(_ s: String) -> [JSON] { s.split(separator: "\n").compactMap 
             for _ in 0..<50 { server.env.loop.runOnce(); usleep(200) }
             let big = JSON.string(String(repeating: "y", count: 4000))
             for i in 0..<2000 {
-                server.broadcast("session.changed", ["i": .int(Int64(i)), "pad": big])
+                server.env.broadcast("session.changed", ["i": .int(Int64(i)), "pad": big])
                 if i % 100 == 0 { server.env.loop.runOnce() }
             }
             let conn = server.endpoint.allConnections.first { $0.isOpen }

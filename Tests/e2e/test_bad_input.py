@@ -277,3 +277,21 @@ def test_batch_reply_is_capped(spawn):
     assert sum(len(json.dumps(e, separators=(",", ":"), ensure_ascii=False).encode()) for e in r) < 200000 + 200 * len(r)
     assert len(ok) >= 1
     still_serving(c)
+
+
+def test_stdio_peer_that_takes_nothing_is_cut_off_and_the_server_exits():
+    """The slow-client policy holds for stdio too: a peer that leaves more
+    than 256 KiB unread and takes nothing for --slow-client-timeout is cut
+    off, and with nothing else to serve the server exits 0 as on EOF."""
+    p = subprocess.Popen([binary(), "serve", "--ephemeral", "--slow-client-timeout", "1"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
+    try:
+        p.stdin.write(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}\n')
+        # each reply is the whole spec (tens of KiB): far more than the pipe holds
+        p.stdin.write(b'{"jsonrpc":"2.0","id":1,"method":"rpc.discover"}\n' * 40)
+        code = p.wait(timeout=20)
+        assert code == 0, f"exit code {code}"
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()

@@ -45,7 +45,7 @@ public struct AgentMapping: Equatable {
     /// Fields we do not read are expected (agents add fields all the
     /// time); they are named in the debug log so a format change is visible.
     mutating func noteUnusedFields(_ o: [String: JSON], known: Set<String>) {
-        unusedFields = o.keys.filter { !known.contains($0) }
+        unusedFields = o.keys.filter { !known.contains($0) }.sorted()
     }
 
     mutating func ignore(_ reason: String) { ignored.append(reason) }

@@ -61,7 +61,7 @@ enum AgentMethods {
 
     /// Feeds the mapped events to the engine; the method's result.
     static func apply(_ m: AgentMapping, _ host: EngineHost, _ log: Logger) -> JSON {
-        if !m.unusedFields.isEmpty { log.debug("agent \(m.kind): fields not used: \(m.unusedFields.sorted().joined(separator: ", "))") }
+        if !m.unusedFields.isEmpty { log.debug("agent \(m.kind): fields not used: \(m.unusedFields.joined(separator: ", "))") }
         for reason in m.ignored { log.debug("agent \(m.kind)\(m.sessionId.map { " session \($0)" } ?? ""): ignored: \(reason)") }
         var problems = m.ignored
         for e in m.events {

@@ -22,7 +22,6 @@ extension MethodTable {
             let s = host.engine.session(event.sessionId)
             return ["sessionId": .string(event.sessionId), "status": .string(s?.status.rawValue ?? "idle")]
         }
-
     }
 
     /// The person's answers: approvals and questions.
@@ -71,7 +70,6 @@ extension MethodTable {
             }
             return ["status": .string(r.status.rawValue), "questionId": .string(qid), "sessionId": r.sessionId.json]
         }
-
     }
 
     private func registerAppState(_ host: EngineHost) {
@@ -99,7 +97,6 @@ extension MethodTable {
             return ["settings": host.engine.settings.json,
                     "supportedLocales": .array(Localization.supportedLocales.map { .string($0) })]
         }
-
     }
 
     private func registerQueries(_ host: EngineHost) {
@@ -143,7 +140,6 @@ extension MethodTable {
             host.recordAppMetric(BackgroundMetric(rawValue: name)!, count: count)
             return EngineCoding.metrics(host.engine.metrics)
         }
-
     }
 
     private func registerDeepLinks() {
@@ -290,4 +286,3 @@ enum EngineParams {
         return u
     }
 }
-

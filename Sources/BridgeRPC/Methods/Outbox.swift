@@ -25,15 +25,10 @@ extension MethodTable {
         registerDrafts(store, delivery)
         on("connection.update") { p, _ in
             let state = try p.oneOf("state", ["connected", "disconnected", "failed"])
-            do { try delivery.setConnected(state == "connected") } catch { throw StoreRPCError.from(error) }
+            try StoreRPCError.call { try delivery.setConnected(state == "connected") }
             env.engine.apply(.connection(ConnectionChange(rawValue: state) ?? .disconnected))
-            return ["state": .string(state), "pending": .int(Int64(try Self.storeCall { try store.count() }))]
+            return ["state": .string(state), "pending": .int(Int64(try StoreRPCError.call { try store.count() }))]
         }
-    }
-
-    /// A store call whose failure is a -32050...-32053 error.
-    static func storeCall<T>(_ body: () throws -> T) throws -> T {
-        do { return try body() } catch { throw StoreRPCError.from(error) }
     }
 
     private func registerMessageSend(_ env: ServerEnvironment, _ store: Store, _ delivery: OutboxDelivery) {
@@ -52,7 +47,7 @@ extension MethodTable {
                                              data: ["param": "ttlMs", "expected": "positive integer", "got": .int(ttl)])
             }
             let now = delivery.nowMs
-            let r = try Self.storeCall {
+            let r = try StoreRPCError.call {
                 try store.enqueue(sessionId: sessionId, kind: "message", payload: ["text": .string(text)],
                                   idempotencyKey: key, maxAttempts: delivery.maxAttempts, nowMs: now,
                                   expiresMs: ttl.map { now + $0 })
@@ -60,7 +55,7 @@ extension MethodTable {
             delivery.schedulePump()
             // The person continues the session from this device (hand-off).
             if !r.existed { env.engine.apply(.userMessage(sessionId: sessionId, deviceId: device)) }
-            guard let m = try Self.storeCall({ try store.message(id: r.id) }) else { throw RPCError.internalError("message \(r.id) vanished") }
+            guard let m = try StoreRPCError.call({ try store.message(id: r.id) }) else { throw RPCError.internalError("message \(r.id) vanished") }
             if r.existed && (m.sessionId != sessionId || m.payload["text"]?.stringValue != text) {
                 throw RPCError.application(StoreRPCError.idempotencyConflict, "Idempotency key reused for a different message",
                                            data: ["idempotencyKey": .string(key ?? ""), "id": .int(m.id),
@@ -83,7 +78,7 @@ extension MethodTable {
             let statuses: Set<OutboxStatus> = which == "pending" ? OutboxStatus.pending
                 : which == "all" ? Set(OutboxStatus.allCases) : [OutboxStatus(rawValue: which)!]
             // One more than asked tells whether another page exists.
-            let rows = try Self.storeCall { try store.messages(sessionId: sessionId, statuses: statuses, afterId: afterId, limit: limit + 1) }
+            let rows = try StoreRPCError.call { try store.messages(sessionId: sessionId, statuses: statuses, afterId: afterId, limit: limit + 1) }
             let page = Array(rows.prefix(limit))
             return ["messages": .array(page.map(messageJSON)),
                     "nextAfterId": rows.count > limit ? .int(page.last!.id) : .null]
@@ -111,7 +106,7 @@ extension MethodTable {
                 try store.fail(id: id, error: error, retryAtMs: at, nowMs: delivery.nowMs)
             } catch let e as RPCError { throw e } catch { throw StoreRPCError.from(error).withId(id) }
             delivery.schedulePump()
-            guard let now = try Self.storeCall({ try store.message(id: id) }) else { throw RPCError.internalError("message \(id) vanished") }
+            guard let now = try StoreRPCError.call({ try store.message(id: id) }) else { throw RPCError.internalError("message \(id) vanished") }
             return ["id": .int(id), "status": .string(now.status.rawValue), "attempts": .int(Int64(now.attempts)),
                     "nextAttemptAt": now.status == .queued ? .int(now.nextAttemptMs) : .null]
         }
@@ -122,20 +117,20 @@ extension MethodTable {
             let sessionId = try p.nonEmpty("sessionId")
             let text: String = try p.required("text")
             let now = delivery.nowMs
-            try Self.storeCall { try store.saveDraft(sessionId: sessionId, text: text, nowMs: now) }
+            try StoreRPCError.call { try store.saveDraft(sessionId: sessionId, text: text, nowMs: now) }
             return ["sessionId": .string(sessionId), "savedAt": .int(now)]
         }
 
         on("draft.get") { p, _ in
             let sessionId = try p.nonEmpty("sessionId")
-            let d = try Self.storeCall { try store.draft(sessionId: sessionId) }
+            let d = try StoreRPCError.call { try store.draft(sessionId: sessionId) }
             return ["sessionId": .string(sessionId), "text": d.map { .string($0.text) } ?? .null,
                     "savedAt": d.map { .int($0.savedMs) } ?? .null]
         }
 
         on("draft.clear") { p, _ in
             let sessionId = try p.nonEmpty("sessionId")
-            let removed = try Self.storeCall { try store.clearDraft(sessionId: sessionId) }
+            let removed = try StoreRPCError.call { try store.clearDraft(sessionId: sessionId) }
             return ["sessionId": .string(sessionId), "cleared": .bool(removed)]
         }
     }

@@ -48,9 +48,7 @@ final class HookWaiters {
         guard let rids = byConnection.removeValue(forKey: connection) else { return }
         for rid in rids.sorted() {
             connectionOf[rid] = nil
-            guard let a = host.engine.pendingApprovals.first(where: { $0.requestId == rid }) else { continue }
-            log.debug("agent.hook connection \(connection) closed while \(rid) was pending: cancelled")
-            host.apply(.agent(AgentEvent(sessionId: a.sessionId, kind: .approvalCancelled(requestId: rid))))
+            if cancel(rid, host) { log.debug("agent.hook connection \(connection) closed while \(rid) was pending: cancelled") }
         }
     }
 
@@ -61,10 +59,15 @@ final class HookWaiters {
         let earlier = (try? store?.entries(namespace: Self.namespace)) ?? []
         for (rid, _) in earlier {
             forgetDurably(rid)
-            guard let a = host.engine.pendingApprovals.first(where: { $0.requestId == rid }) else { continue }
-            log.info("restored \(rid): its hook is gone with the previous run; cancelled")
-            host.apply(.agent(AgentEvent(sessionId: a.sessionId, kind: .approvalCancelled(requestId: rid))))
+            if cancel(rid, host) { log.info("restored \(rid): its hook is gone with the previous run; cancelled") }
         }
+    }
+
+    /// Cancels `rid` if it is still pending; whether it was.
+    private func cancel(_ rid: String, _ host: EngineHost) -> Bool {
+        guard let a = host.engine.pendingApprovals.first(where: { $0.requestId == rid }) else { return false }
+        host.apply(.agent(AgentEvent(sessionId: a.sessionId, kind: .approvalCancelled(requestId: rid))))
+        return true
     }
 
     private func detach(_ rid: String) {

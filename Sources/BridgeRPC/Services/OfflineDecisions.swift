@@ -9,7 +9,7 @@ import BridgeEngine
 final class OfflineDecisions {
     static let kind = "approval.respond"
 
-    private unowned let store: Store
+    private let store: Store
     private unowned let host: EngineHost
     private let log: Logger
     /// requestId -> outbox row of a decision made offline.
@@ -33,14 +33,14 @@ final class OfflineDecisions {
         let r = try reply(host.apply(.approvalQueued(requestId: rid, decision: decision, deviceId: device, source: source)))
         guard r.status == .queued, let sid = r.sessionId else { return r }
         let expires = host.engine.pendingApprovals.first { $0.requestId == rid }?.expiresAt
-        do {
-            let row = try store.enqueue(sessionId: sid, kind: Self.kind,
-                                        payload: ["requestId": .string(rid), "decision": .string(decision.rawValue),
-                                                  "deviceId": device.json, "source": .string(source.rawValue)],
-                                        idempotencyKey: "approval:\(rid)", maxAttempts: Backoff.delivery.maxAttempts ?? 12,
-                                        nowMs: host.now, expiresMs: expires)
-            queuedRows[rid] = row.id
-        } catch { throw StoreRPCError.from(error) }
+        let row = try StoreRPCError.call {
+            try store.enqueue(sessionId: sid, kind: Self.kind,
+                              payload: ["requestId": .string(rid), "decision": .string(decision.rawValue),
+                                        "deviceId": device.json, "source": .string(source.rawValue)],
+                              idempotencyKey: "approval:\(rid)", maxAttempts: Backoff.delivery.maxAttempts ?? 12,
+                              nowMs: host.now, expiresMs: expires)
+        }
+        queuedRows[rid] = row.id
         return r
     }
 

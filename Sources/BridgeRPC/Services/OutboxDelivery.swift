@@ -1,34 +1,11 @@
 import BridgeCore
 
-/// Application errors of the store methods (-32050...-32053).
-enum StoreRPCError {
-    static let unavailable = -32050
-    static let unknownMessage = -32051
-    static let finished = -32052
-    static let idempotencyConflict = -32053
-
-    static func from(_ e: Error) -> RPCError {
-        if let r = e as? RPCError { return r }
-        guard let e = e as? StoreError else { return .internalError(String(describing: e)) }
-        switch e.kind {
-        case .notFound:
-            return .application(unknownMessage, "Unknown outbox message", data: ["reason": .string(e.message)])
-        case .invalidState:
-            return .application(finished, "Outbox message already finished", data: ["reason": .string(e.message)])
-        default:
-            // Disk full, read-only, I/O, damaged file: nothing of this call
-            // was stored; the client may retry (with the same idempotency key).
-            return .application(unavailable, "Durable store unavailable",
-                                data: ["kind": .string(e.kind.rawValue), "reason": .string(e.message)])
-        }
-    }
-}
-
 /// Delivery policy: which queued messages go to the client and when.
 final class OutboxDelivery {
-    /// unowned: the environment owns its outbox.
-    unowned let env: ServerEnvironment
-    unowned let store: Store
+    let store: Store
+    let scheduler: TimeoutScheduler
+    let router: NotificationRouter
+    let log: Logger
     var connected = false
     /// A delivered message must be acked (or failed) within this time, else
     /// it counts as a failed attempt and is retried after the backoff.
@@ -46,12 +23,14 @@ final class OutboxDelivery {
     static let pruneBatch = 10_000
     private var pruneTimer: TimeoutScheduler.Handle?
 
-    init(env: ServerEnvironment, store: Store) {
-        self.env = env
+    init(store: Store, scheduler: TimeoutScheduler, router: NotificationRouter, log: Logger) {
         self.store = store
+        self.scheduler = scheduler
+        self.router = router
+        self.log = log
     }
 
-    var nowMs: Int64 { env.scheduler.wallClockMs }
+    var nowMs: Int64 { scheduler.wallClockMs }
 
     /// Runs a delivery pass after this turn's commit (once per turn).
     func schedulePump() {
@@ -96,15 +75,14 @@ final class OutboxDelivery {
             }
             if due.count >= batch { schedulePump() }
         } catch {
-            env.log.error("outbox delivery: \(error)")
+            log.error("outbox delivery: \(error)")
         }
         // Only what is committed goes out: after a crash the client may see
         // a delivery twice (at-least-once, same id), never one we forgot.
         if !notes.isEmpty {
-            store.afterCommit { [weak env] err in
-                guard let env else { return }
-                if let err { env.log.error("outbox delivery not recorded, will retry: \(err)"); return }
-                for (m, p) in notes { env.broadcast(m, p) }
+            store.afterCommit { [router, log] err in
+                if let err { log.error("outbox delivery not recorded, will retry: \(err)"); return }
+                for (m, p) in notes { router.send(m, p, to: .all) }
             }
         }
         armWakeup()
@@ -123,17 +101,17 @@ final class OutboxDelivery {
         do {
             more = try store.pruneFinished(beforeMs: nowMs - Self.historyRetentionMs, limit: Self.pruneBatch) == Self.pruneBatch
         } catch {
-            env.log.error("outbox history not pruned, will retry: \(error)")
+            log.error("outbox history not pruned, will retry: \(error)")
         }
-        pruneTimer = env.scheduler.schedule(afterMs: more ? 0 : Self.pruneEveryMs) { [weak self] in self?.prune() }
+        pruneTimer = scheduler.schedule(afterMs: more ? 0 : Self.pruneEveryMs) { [weak self] in self?.prune() }
     }
 
     /// One scheduler timeout at the next due time (manual clock in tests).
     func armWakeup() {
-        if let w = wakeup { _ = env.scheduler.cancel(w); wakeup = nil }
+        if let w = wakeup { _ = scheduler.cancel(w); wakeup = nil }
         guard connected, let due = try? store.nextDueMs() else { return }
         let delay = UInt64(max(0, due - nowMs))
-        wakeup = env.scheduler.schedule(afterMs: delay) { [weak self] in
+        wakeup = scheduler.schedule(afterMs: delay) { [weak self] in
             self?.wakeup = nil
             self?.pump()
         }
@@ -144,7 +122,7 @@ final class OutboxDelivery {
         if up {
             schedulePump()
         } else {
-            if let w = wakeup { _ = env.scheduler.cancel(w); wakeup = nil }
+            if let w = wakeup { _ = scheduler.cancel(w); wakeup = nil }
             // Deliveries handed to a link that dropped cannot be acked: send
             // them again (same id, same attempt count) after reconnecting.
             try store.requeueInflight(nowMs: nowMs)

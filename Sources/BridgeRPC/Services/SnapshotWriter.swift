@@ -12,7 +12,7 @@ final class SnapshotWriter {
     static let sessionPrefix = "session:"
     static let globalKey = "global"
 
-    private unowned let store: Store
+    private let store: Store
     private unowned let host: EngineHost
     private let log: Logger
     private var dirty = Set<String>()
@@ -51,23 +51,33 @@ final class SnapshotWriter {
     }
 
     /// Writes what changed since the last call (the store's `beforeCommit`).
+    /// If a write fails the whole turn is rolled back (its replies become
+    /// errors) and what it changed is written again at the next turn end.
     func write() {
         guard globalDirty || !dirty.isEmpty else { return }
+        let sessions = dirty, global = globalDirty
+        dirty.removeAll(keepingCapacity: true)
+        globalDirty = false
         let now = host.now
         do {
-            for sid in dirty {
+            for sid in sessions {
                 if let doc = host.engine.snapshot(session: sid) {
                     try store.put(.json(doc), namespace: Self.namespace, key: Self.sessionPrefix + sid, nowMs: now)
                 }
             }
-            if globalDirty {
+            if global {
                 try store.put(.json(host.engine.snapshotGlobal()), namespace: Self.namespace, key: Self.globalKey, nowMs: now)
             }
         } catch {
-            log.error("engine snapshot not written: \(error)")
+            log.error("engine snapshot not written, the turn is rolled back: \(error)")
+            store.abortTurn("the engine snapshot could not be written: \(error)")
         }
-        dirty.removeAll(keepingCapacity: true)
-        globalDirty = false
+        // Only a commit that succeeded holds these documents.
+        store.afterCommit { [weak self] err in
+            guard let self, err != nil else { return }
+            self.dirty.formUnion(sessions)
+            self.globalDirty = self.globalDirty || global
+        }
     }
 
     /// Deletes the documents of sessions the engine forgot.
