@@ -38,10 +38,16 @@ public struct Metrics: Equatable, Sendable {
 
     public mutating func count(_ m: BackgroundMetric, by n: Int = 1) { counters[m, default: 0] += n }
     mutating func missedApproval() { missedApprovals += 1 }
-    mutating func latency(_ ms: Int64) {
+    /// A `sentAt` further than a day from now is not a latency (a clock in
+    /// seconds, or garbage): it is left out rather than skew the figures.
+    static let plausibleLatencyMs: Int64 = 86_400_000
+
+    mutating func latency(sentAt: Int64, now: Int64) {
+        let (ms, overflow) = now.subtractingReportingOverflow(sentAt)
+        guard !overflow, abs(ms) <= Self.plausibleLatencyMs else { return }
         let v = max(0, ms)
         latencyCount += 1
-        latencyTotalMs += v
+        latencyTotalMs = latencyTotalMs.addingReportingOverflow(v).overflow ? .max : latencyTotalMs + v
         latencyMaxMs = max(latencyMaxMs, v)
     }
 

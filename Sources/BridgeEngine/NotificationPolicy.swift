@@ -80,7 +80,7 @@ extension Engine {
         n.badge = state.pendingApprovalCount
         effects.append(.postNotification(n))
         state.metrics.count(.notificationSent)
-        if let sentAt { state.metrics.latency(now - sentAt) }
+        if let sentAt { state.metrics.latency(sentAt: sentAt, now: now) }
         return true
     }
 

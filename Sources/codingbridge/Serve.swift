@@ -77,7 +77,9 @@ struct Serve: ParsableCommand {
         if ephemeral && listen.contains(where: { $0.path == nil }) {
             throw ValidationError("--listen unix without a path needs the state directory; with --ephemeral give one: --listen unix:PATH")
         }
-        guard slowClientTimeout.isFinite, slowClientTimeout > 0 else { throw ValidationError("--slow-client-timeout must be a positive number of seconds") }
+        guard slowClientTimeout.isFinite, slowClientTimeout > 0, slowClientTimeout <= 86_400 else {
+            throw ValidationError("--slow-client-timeout must be a number of seconds in (0, 86400]")
+        }
         if let s = manualClockStart {
             guard manualClock else { throw ValidationError("--manual-clock-start needs --manual-clock") }
             guard Self.unixMs(s) != nil else {

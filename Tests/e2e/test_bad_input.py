@@ -295,3 +295,26 @@ def test_stdio_peer_that_takes_nothing_is_cut_off_and_the_server_exits():
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def test_numbers_at_the_int64_edges_do_not_stop_the_server(server):
+    """Arithmetic on numbers from outside saturates instead of trapping."""
+    r = server.request("message.send", {"sessionId": "s", "text": "x", "ttlMs": 9223372036854775000})
+    assert r["status"] == "queued"
+    server.request("app.update", {"phase": "background"})
+    server.request("agent.event", {"sessionId": "s", "type": "task_started"})
+    for sent_at in (-9223372036854775808, 9223372036854775807, 1):
+        r = server.request("agent.event", {"sessionId": "s", "type": "task_completed", "sentAt": sent_at})
+        assert r["status"] == "completed"
+        server.request("agent.event", {"sessionId": "s", "type": "task_started"})
+    # implausible sentAt values (a day or more away) are left out of the latency figures
+    assert server.request("metrics.get")["notificationLatencyMs"]["count"] == 0
+    assert server.request("ping") == {}
+
+
+@pytest.mark.parametrize("value", ["1e308", "inf", "0", "86401"])
+def test_slow_client_timeout_out_of_range_is_refused(value):
+    p = subprocess.run([binary(), "serve", "--ephemeral", "--slow-client-timeout", value],
+                       stdin=subprocess.DEVNULL, capture_output=True, timeout=20)
+    assert p.returncode != 0 and p.returncode < 128, p.returncode
+    assert b"--slow-client-timeout must be a number of seconds in (0, 86400]" in p.stderr, p.stderr

@@ -50,7 +50,7 @@ extension MethodTable {
             let r = try StoreRPCError.call {
                 try store.enqueue(sessionId: sessionId, kind: "message", payload: ["text": .string(text)],
                                   idempotencyKey: key, maxAttempts: delivery.maxAttempts, nowMs: now,
-                                  expiresMs: ttl.map { now + $0 })
+                                  expiresMs: ttl.map { now.addingReportingOverflow($0).overflow ? .max : now + $0 })
             }
             delivery.schedulePump()
             // The person continues the session from this device (hand-off).
