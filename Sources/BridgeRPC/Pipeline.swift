@@ -41,15 +41,19 @@ final class ReplyBarrier {
         store.afterCommit(send)
     }
 
-    /// Answers `responder` behind the barrier.
+    /// Answers `responder` behind the barrier (with nothing to wait for,
+    /// at once and without allocating a continuation).
     func answer(_ responder: RPCResponder?, _ outcome: Result<JSON, RPCError>) {
         guard let responder else { return }
-        release { err in
-            switch (outcome, err) {
-            case (.success, let err?): responder.error(StoreRPCError.from(err))
-            case (.success(let r), nil): responder.result(r)
-            case (.failure(let e), _): responder.error(e)
-            }
+        guard let store, store.hasPendingTurn else { return Self.send(responder, outcome, nil) }
+        store.afterCommit { err in Self.send(responder, outcome, err) }
+    }
+
+    private static func send(_ responder: RPCResponder, _ outcome: Result<JSON, RPCError>, _ err: StoreError?) {
+        switch (outcome, err) {
+        case (.success, let err?): responder.error(StoreRPCError.from(err))
+        case (.success(let r), nil): responder.result(r)
+        case (.failure(let e), _): responder.error(e)
         }
     }
 }
