@@ -37,13 +37,7 @@ extension RPCServer {
     /// Lifecycle answers report no stored state: a failed commit does not
     /// turn them into errors (method results do, see `ReplyBarrier`).
     private func answer(_ call: RPCCall, _ outcome: Result<JSON, RPCError>) {
-        guard let responder = call.responder else { return }
-        env.barrier.release { _ in
-            switch outcome {
-            case .success(let r): responder.result(r)
-            case .failure(let e): responder.error(e)
-            }
-        }
+        env.barrier.answer(call.responder, outcome, reportsStoredState: false)
     }
 
     /// -32600 for a call the lifecycle does not allow now.

@@ -42,11 +42,12 @@ final class ReplyBarrier {
     }
 
     /// Answers `responder` behind the barrier (with nothing to wait for,
-    /// at once and without allocating a continuation).
-    func answer(_ responder: RPCResponder?, _ outcome: Result<JSON, RPCError>) {
+    /// at once and without allocating a continuation). `reportsStoredState`
+    /// false (lifecycle answers): a failed commit leaves the result as it is.
+    func answer(_ responder: RPCResponder?, _ outcome: Result<JSON, RPCError>, reportsStoredState: Bool = true) {
         guard let responder else { return }
         guard let store, store.hasPendingTurn else { return Self.send(responder, outcome, nil) }
-        store.afterCommit { err in Self.send(responder, outcome, err) }
+        store.afterCommit { err in Self.send(responder, outcome, reportsStoredState ? err : nil) }
     }
 
     private static func send(_ responder: RPCResponder, _ outcome: Result<JSON, RPCError>, _ err: StoreError?) {
