@@ -31,7 +31,11 @@ let package = Package(
             path: ".",
             sources: ["Sources/CBridge"],
             publicHeadersPath: "include",
-            cSettings: [.unsafeFlags(["-O2", "-fno-strict-aliasing"])]
+            cSettings: [.unsafeFlags(["-O2", "-fno-strict-aliasing"])],
+            // The network listener (H2O's libuv build, wslay for WebSocket
+            // frames), TLS and hashing (OpenSSL), pairing QR codes
+            // (libqrencode): only CBridge's C files include their headers.
+            linkerSettings: ["h2o", "wslay", "ssl", "crypto", "qrencode"].map { .linkedLibrary($0) }
         ),
         .target(name: "BridgeCore", dependencies: ["CBridge", "CJansson"]),
         .target(name: "BridgeEngine", dependencies: ["BridgeCore"]),

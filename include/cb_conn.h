@@ -36,6 +36,7 @@ typedef enum {
     CB_TRANSPORT_MEMORY = 0,
     CB_TRANSPORT_STDIO = 1,
     CB_TRANSPORT_SOCKET = 2,
+    CB_TRANSPORT_WEBSOCKET = 3,
 } cb_transport_kind;
 
 typedef struct {

@@ -2,7 +2,9 @@
 # Installs what building and testing need on a fresh Debian machine; a no-op
 # when everything is there already. Swift itself is expected on PATH.
 set -euo pipefail
-apt_pkgs=(libuv1-dev libjansson-dev libpcre2-dev libsqlite3-dev pkg-config)
+apt_pkgs=(libuv1-dev libjansson-dev libpcre2-dev libsqlite3-dev pkg-config
+          libh2o-dev libwslay-dev libssl-dev libqrencode-dev)
+[ "${1:-}" = "--test" ] && apt_pkgs+=(chromium)
 missing=()
 for p in "${apt_pkgs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -14,7 +16,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >&2
 fi
 if [ "${1:-}" = "--test" ]; then
-    python3 -c 'import pytest, jsonschema' 2>/dev/null ||
-        python3 -m pip install -q pytest jsonschema >&2
+    python3 -c 'import pytest, jsonschema, websockets' 2>/dev/null ||
+        python3 -m pip install -q pytest jsonschema websockets >&2
 fi
 command -v swift >/dev/null || { echo "deps: swift is not on PATH (need Swift 6)" >&2; exit 1; }

@@ -26,7 +26,7 @@ public struct TransportLimits: Sendable {
 
 /// What carries a connection's bytes.
 public enum TransportKind: Sendable {
-    case stdio, socket, memory
+    case stdio, socket, memory, webSocket
 }
 
 /// One JSON-RPC peer (stdio, a unix-socket client, or in-memory). Owned by
@@ -43,6 +43,7 @@ public final class RPCConnection {
         switch cb_conn_transport(raw) {
         case CB_TRANSPORT_STDIO: transport = .stdio
         case CB_TRANSPORT_SOCKET: transport = .socket
+        case CB_TRANSPORT_WEBSOCKET: transport = .webSocket
         default: transport = .memory
         }
     }

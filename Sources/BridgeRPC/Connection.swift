@@ -28,11 +28,27 @@ public final class Lifecycle {
     }
 }
 
+/// A client that reached the daemon over the network: where from, and what
+/// its upgrade request carried. Such a client is not trusted as the local
+/// user is: it must authenticate as a paired device first.
+public struct RemotePeer: Sendable {
+    /// "192.0.2.1:51234" or "[::1]:51234"
+    public var address: String
+    /// The token of an `Authorization: Bearer` header on the upgrade request.
+    public var bearerToken: String?
+    public init(address: String, bearerToken: String? = nil) {
+        self.address = address
+        self.bearerToken = bearerToken
+    }
+}
+
 /// One client, whatever carries its bytes: typed state the server keeps about
 /// it. The transport (framing, output queue, slow-reader accounting) is C's.
 public final class Connection {
     public let io: RPCConnection
     public let lifecycle: Lifecycle
+    /// Set for a network client (nil: stdio, unix socket, in-process).
+    public let remote: RemotePeer?
     /// The `initialize` deviceId; for a socket client that gave none, one
     /// generated for this connection (`deviceIsNamed` false).
     public private(set) var deviceID: String?
@@ -45,9 +61,10 @@ public final class Connection {
     var lastWritten: UInt64 = 0
     var stalledSinceMs: UInt64?
 
-    init(_ io: RPCConnection, lifecycle: Lifecycle) {
+    init(_ io: RPCConnection, lifecycle: Lifecycle, remote: RemotePeer? = nil) {
         self.io = io
         self.lifecycle = lifecycle
+        self.remote = remote
     }
 
     public var id: Int { io.id }
@@ -63,7 +80,7 @@ public final class Connection {
     func identify(device: String?) {
         if let device {
             deviceID = device
-        } else if transport == .socket {
+        } else if !lifecycle.endsProcess {
             deviceID = "device-" + String(UInt32.random(in: .min ... .max), radix: 16)
             deviceIsNamed = false
         }

@@ -72,9 +72,9 @@ public final class RPCServer {
 
     // MARK: connections
 
-    private func adopt(_ io: RPCConnection) -> Connection {
-        let life = io.transport == .socket ? Lifecycle(endsProcess: false) : processLifecycle
-        let c = Connection(io, lifecycle: life)
+    func adopt(_ io: RPCConnection, remote: RemotePeer? = nil) -> Connection {
+        let ownLifecycle = io.transport == .socket || io.transport == .webSocket || remote != nil
+        let c = Connection(io, lifecycle: ownLifecycle ? Lifecycle(endsProcess: false) : processLifecycle, remote: remote)
         env.router.add(c)
         return c
     }
@@ -112,8 +112,10 @@ public final class RPCServer {
 
     /// An in-process client: bytes in, replies out, no pipes (fuzzers,
     /// benchmarks, unit tests). Its calls take the same path as stdio's.
-    public func makeInProcessClient() -> InProcessClient {
-        InProcessClient(server: self, connection: adopt(endpoint.openInMemory()).io)
+    /// `remote`: the client stands for a network peer (its own lifecycle,
+    /// and it must authenticate), for tests of what the network sees.
+    public func makeInProcessClient(remote: RemotePeer? = nil) -> InProcessClient {
+        InProcessClient(server: self, connection: adopt(endpoint.openInMemory(), remote: remote).io)
     }
 
     private func watchSlowClients() {
