@@ -17,6 +17,7 @@ typedef enum {
     CB_FRAMING_UNKNOWN = 0,
     CB_FRAMING_NDJSON = 1,
     CB_FRAMING_LSP = 2,
+    CB_FRAMING_WEBSOCKET = 3, /* one message per text frame (set by the transport) */
 } cb_framing_kind;
 
 typedef enum {

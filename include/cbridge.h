@@ -9,6 +9,7 @@
 #include "cb_rpc.h"
 #include "cb_conn.h"
 #include "cb_listen.h"
+#include "cb_net.h"
 #include "cb_signal.h"
 #include "cb_deadline.h"
 #include "cb_store.h"

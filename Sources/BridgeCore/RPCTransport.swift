@@ -8,7 +8,7 @@ import Darwin
 
 /// How a peer frames its messages; detected from the first bytes it sends.
 public enum Framing: String, Sendable {
-    case unknown, ndjson, lsp
+    case unknown, ndjson, lsp, webSocket
 }
 
 /// Limits of the JSON-RPC transport. Defaults: 16 MiB messages, nesting 128,
@@ -64,6 +64,7 @@ public final class RPCConnection {
         switch cb_conn_framing(raw) {
         case CB_FRAMING_NDJSON: return .ndjson
         case CB_FRAMING_LSP: return .lsp
+        case CB_FRAMING_WEBSOCKET: return .webSocket
         default: return .unknown
         }
     }

@@ -28,6 +28,8 @@ public final class RPCServer {
     private var finished = false
     var stdio: Connection?
     public internal(set) var listeners: [RPCListener] = []
+    public internal(set) var networkListeners: [NetworkListener] = []
+    var hasListeners: Bool { !listeners.isEmpty || !networkListeners.isEmpty }
     private var slowClientTimer: LoopTimer?
     /// How long `stop` waits for peers to take their queued output.
     public var flushTimeoutMs: UInt64 = 5000
@@ -95,6 +97,20 @@ public final class RPCServer {
         return l
     }
 
+    /// Serves WebSocket clients on /rpc (and Claude Code http hooks on
+    /// /hooks/claude when `config.serveHooks`). Each client is a network
+    /// peer: its own lifecycle, and it must authenticate as a paired device.
+    @discardableResult
+    public func listen(network config: NetworkListenConfig) throws -> NetworkListener {
+        let l = try endpoint.listen(network: config) { [unowned self] io, peer, bearer in
+            let c = self.adopt(io, remote: RemotePeer(address: peer, bearerToken: bearer))
+            self.log.debug("network client \(c.id) connected from \(peer)")
+        }
+        networkListeners.append(l)
+        watchSlowClients()
+        return l
+    }
+
     /// Serves until `exit` on stdio, a signal, or (without listeners) the end
     /// of stdin; returns the exit code. With listeners, the end of stdin (or
     /// `stdio: false`) leaves the server running for its socket clients.
@@ -105,7 +121,7 @@ public final class RPCServer {
             watchSlowClients()
             log.debug("serving on stdio")
         }
-        if !useStdio && listeners.isEmpty { throw RPCError.internalError("nothing to serve: no stdio and no listener") }
+        if !useStdio && !hasListeners { throw RPCError.internalError("nothing to serve: no stdio and no listener") }
         env.loop.run()
         return exitCode ?? 0
     }
@@ -133,7 +149,7 @@ public final class RPCServer {
     private func peerGone(_ io: RPCConnection) {
         log.debug("connection \(io.id): peer gone")
         if io === stdio?.io {
-            if listeners.isEmpty { return stop(exitCode: 0, reason: "end of input") }
+            if !hasListeners { return stop(exitCode: 0, reason: "end of input") }
             log.info("end of stdin; still serving on the socket")
         }
         env.barrier.release { _ in io.close() }
@@ -144,7 +160,7 @@ public final class RPCServer {
         guard !stopping else { return }
         env.waiters.connectionClosed(io.id, host: env.engine)
         // stdio cut off by the slow-client policy: as at the end of input.
-        if io === stdio?.io && listeners.isEmpty { stop(exitCode: 0, reason: "stdio closed") }
+        if io === stdio?.io && !hasListeners { stop(exitCode: 0, reason: "stdio closed") }
     }
 
     private func signalled(_ sig: Int32) {
@@ -159,7 +175,9 @@ public final class RPCServer {
     /// Stops accepting and removes the socket files.
     public func closeListeners() {
         for l in listeners { l.close() }
+        for l in networkListeners { l.close() }
         listeners = []
+        networkListeners = []
     }
 
     /// Stops serving: releases the replies waiting for the commit, flushes

@@ -172,6 +172,16 @@ void cb_conn__input(cb_conn_t *c, size_t n) {
     cb_conn_release(c);
 }
 
+void cb_conn__message(cb_conn_t *c, const char *text, size_t len) {
+    if (c->closing) return;
+    cb_conn_retain(c);
+    c->stats.bytes_in += len;
+    c->in_dispatch = 1;
+    c->handler.on_message(c->handler.data, c, text, len);
+    c->in_dispatch = 0;
+    cb_conn_release(c);
+}
+
 void cb_conn__input_eof(cb_conn_t *c) {
     c->eof = 1;
     if (c->paused || c->closing) return; /* resumed (or dropped) later */

@@ -41,6 +41,9 @@ void cb_conn__discard(cb_conn_t *c);
 
 void cb_conn__input(cb_conn_t *c, size_t n); /* n bytes landed in the framer's reserved space */
 void cb_conn__input_eof(cb_conn_t *c);
+/* One whole message from a transport that frames its own input (WebSocket);
+ * replies collect until the transport calls cb_conn__flush. */
+void cb_conn__message(cb_conn_t *c, const char *text, size_t len);
 void cb_conn__written(cb_conn_t *c, size_t n, int status);
 /* The transport's handles are closed: CB_CONN_EV_CLOSED, then the
  * transport's reference goes. */

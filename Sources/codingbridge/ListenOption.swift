@@ -4,12 +4,17 @@ import BridgeCore
 import Glibc
 #endif
 
-/// One `--listen` value: `unix:PATH`, or `unix` for `<state dir>/codingbridge.sock`.
+/// One `--listen` value: `unix:PATH`, `unix` for `<state dir>/codingbridge.sock`,
+/// or `ws://HOST:PORT` / `wss://HOST:PORT` for the network.
 struct ListenAddress: ExpressibleByArgument {
-    /// nil: the default path in the state directory.
+    /// nil: the default path in the state directory (unix only).
     let path: String?
+    /// Set for ws:// and wss://.
+    let network: NetworkAddress?
 
     init?(argument: String) {
+        if let n = NetworkAddress(argument) { path = nil; network = n; return }
+        network = nil
         if argument == "unix" { path = nil; return }
         guard argument.hasPrefix("unix:") else { return nil }
         let p = String(argument.dropFirst(5))
@@ -17,7 +22,7 @@ struct ListenAddress: ExpressibleByArgument {
         path = p
     }
 
-    static var defaultValueDescription: String { "unix[:PATH]" }
+    static var defaultValueDescription: String { "unix[:PATH] | ws://HOST:PORT | wss://HOST:PORT" }
 
     /// The socket path; the default needs a state directory (not --ephemeral).
     func resolve(stateDir: String?, ephemeral: Bool, log: Logger) throws -> String {
@@ -58,6 +63,36 @@ struct ListenAddress: ExpressibleByArgument {
             }
         }
     }
+}
+
+/// `ws://HOST:PORT` or `wss://HOST:PORT`; HOST an IP address or localhost
+/// (IPv6 in brackets), PORT 0 for a free one.
+struct NetworkAddress {
+    let tls: Bool
+    let host: String
+    let port: Int
+
+    init?(_ s: String) {
+        let rest: Substring
+        if s.hasPrefix("ws://") { tls = false; rest = s.dropFirst(5) }
+        else if s.hasPrefix("wss://") { tls = true; rest = s.dropFirst(6) }
+        else { return nil }
+        guard let colon = rest.lastIndex(of: ":"), let port = Int(rest[rest.index(after: colon)...]),
+              (0...65535).contains(port) else { return nil }
+        var host = String(rest[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        if host == "localhost" { host = "127.0.0.1" }
+        guard !host.isEmpty else { return nil }
+        self.host = host
+        self.port = port
+    }
+
+    /// 127.0.0.0/8 and ::1; 0.0.0.0, :: and LAN addresses are not.
+    var isLoopback: Bool { host == "::1" || host.hasPrefix("127.") }
+
+    func url(port bound: Int) -> String { (tls ? "wss://" : "ws://") + authority(bound) }
+    func httpURL(port bound: Int) -> String { (tls ? "https://" : "http://") + authority(bound) }
+    private func authority(_ port: Int) -> String { (host.contains(":") ? "[\(host)]" : host) + ":\(port)" }
 }
 
 enum ProcessInfo {

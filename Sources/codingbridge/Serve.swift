@@ -7,7 +7,7 @@ import Glibc
 
 struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run the JSON-RPC 2.0 server on stdin/stdout and, with --listen, a unix socket.",
+        abstract: "Run the JSON-RPC 2.0 server on stdin/stdout and, with --listen, a unix socket or the network.",
         discussion: """
         Framing is detected from the first bytes the client sends: LSP base protocol \
         ('Content-Length: N' headers, blank line, N bytes) or newline-delimited JSON \
@@ -34,9 +34,20 @@ struct Serve: ParsableCommand {
         gets no notifications until it reads, and is disconnected if it takes \
         nothing for --slow-client-timeout seconds (for stdio: the end of input).
 
+        The network (--listen ws://HOST:PORT or wss://HOST:PORT): JSON-RPC over \
+        WebSocket text frames at /rpc, and Claude Code http hooks at \
+        /hooks/claude on a loopback listener. Plain ws:// is for loopback only; \
+        elsewhere use wss:// (--tls-cert/--tls-key, else a self-signed \
+        certificate kept in the state directory, whose SHA-256 `devices pair` \
+        shows). PORT 0 picks a free port. Bound addresses are logged and written \
+        to <state dir>/listen.json. Network clients must pair first \
+        (`codingbridge devices pair`); a browser's Origin must be the listener's \
+        own or one given with --allow-origin.
+
         Examples:
           echo '{"jsonrpc":"2.0","id":1,"method":"ping"}' | codingbridge serve
           codingbridge serve --listen unix --no-stdio   # a daemon
+          codingbridge serve --listen unix --listen ws://127.0.0.1:8765 --no-stdio
         """
     )
 
@@ -61,6 +72,15 @@ struct Serve: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Also serve clients on a unix socket: unix:PATH, or unix for <state dir>/codingbridge.sock. Repeatable.", valueName: "unix[:PATH]"))
     var listen: [ListenAddress] = []
 
+    @Option(name: .long, help: ArgumentHelp("wss:// certificate (PEM); default: a self-signed one generated once in the state directory.", valueName: "file"))
+    var tlsCert: String?
+
+    @Option(name: .long, help: ArgumentHelp("wss:// private key (PEM), with --tls-cert.", valueName: "file"))
+    var tlsKey: String?
+
+    @Option(name: .long, help: ArgumentHelp("A browser origin allowed to connect besides the listener's own, e.g. https://app.example. Repeatable.", valueName: "origin"))
+    var allowOrigin: [String] = []
+
     @Flag(name: .long, help: "Do not serve stdin/stdout (a daemon; needs --listen).")
     var noStdio = false
 
@@ -74,7 +94,7 @@ struct Serve: ParsableCommand {
         }
         if ephemeral && stateDir != nil { throw ValidationError("--ephemeral and --state-dir exclude each other") }
         if noStdio && listen.isEmpty { throw ValidationError("--no-stdio needs --listen (nothing else to serve)") }
-        if ephemeral && listen.contains(where: { $0.path == nil }) {
+        if ephemeral && listen.contains(where: { $0.path == nil && $0.network == nil }) {
             throw ValidationError("--listen unix without a path needs the state directory; with --ephemeral give one: --listen unix:PATH")
         }
         guard slowClientTimeout.isFinite, slowClientTimeout > 0, slowClientTimeout <= 86_400 else {
@@ -100,12 +120,17 @@ struct Serve: ParsableCommand {
         let env = ServerEnvironment(loop: loop, options: options)
         let code: Int32
         do {
-            let paths = try listen.map { try $0.resolve(stateDir: stateDir, ephemeral: ephemeral, log: env.log) }
+            try checkPlainTextIsLoopback()
+            let paths = try listen.filter { $0.network == nil }
+                .map { try $0.resolve(stateDir: stateDir, ephemeral: ephemeral, log: env.log) }
             let server = try RPCServer(env: env)
             server.policy.stallTimeoutMs = UInt64(slowClientTimeout * 1000)
-            if !paths.isEmpty { raiseOpenFileLimit() }
+            if !listen.isEmpty { raiseOpenFileLimit() }
             for p in paths { try server.listen(unixPath: p) }
+            try listenOnNetwork(server, log: env.log)
             code = try server.serve(stdio: !noStdio)
+        } catch let e as ExitCode {
+            throw e
         } catch {
             env.log.error("cannot serve: \(error)")
             throw ExitCode(2)
