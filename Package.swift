@@ -56,6 +56,12 @@ let package = Package(
         .executableTarget(name: "cb-fuzz-dispatch", dependencies: ["BridgeRPC", "BridgeCore"]),
         // A bare jansson newline-JSON echo: the baseline `cb-bench rpc` measures against.
         .executableTarget(name: "cb-echo-baseline", dependencies: ["CJansson"], path: "Sources/cb-echo-baseline"),
+        // A bare WebSocket echo on H2O's own API, and the WebSocket / hook
+        // load `cb-bench ws` drives both servers with.
+        .executableTarget(name: "cb-ws-echo-baseline", dependencies: ["CUV"], path: "Sources/cb-ws-echo-baseline",
+                          linkerSettings: ["h2o", "wslay", "ssl", "crypto"].map { .linkedLibrary($0) }),
+        .executableTarget(name: "cb-ws-load", dependencies: ["CUV"], path: "Sources/cb-ws-load",
+                          linkerSettings: ["h2o", "wslay"].map { .linkedLibrary($0) }),
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore"]),
         .testTarget(name: "BridgeEngineTests", dependencies: ["BridgeEngine", "BridgeCore"]),
         .testTarget(name: "BridgeRPCTests", dependencies: ["BridgeRPC", "BridgeCore"]),

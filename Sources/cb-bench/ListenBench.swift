@@ -167,7 +167,7 @@ private final class Counter: @unchecked Sendable {
 }
 
 /// A blocking unix-socket client reading newline-delimited replies.
-private final class SockClient: @unchecked Sendable {
+final class SockClient: @unchecked Sendable {
     let fd: Int32
     private var buf: [UInt8] = []
 
