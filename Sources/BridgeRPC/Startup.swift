@@ -24,7 +24,7 @@ extension ServerEnvironment {
         let store = try openStore()
         let wallClock = { [unowned scheduler] in scheduler.wallClockMs }
         devices = try DeviceRegistry(store: store, now: wallClock)
-        audit = AuditLog(store: store, log: log, now: wallClock)
+        audit = AuditLog(store: options.ephemeral ? nil : store, log: log, now: wallClock)
         let outboxReport = try startOutbox(store)
         var (report, restored) = try restoreEngine(store)
         if !options.ephemeral {

@@ -210,6 +210,22 @@ import Testing
         #expect(Self.code(s.local.call("audit.list", ["limit": 1001])) == -32602)
     }
 
+    @Test func underEphemeralTheAuditLogIsKeptInMemoryAndHoldsNoReplyBack() throws {
+        var o = ServerOptions()
+        o.ephemeral = true
+        o.manualClock = true
+        o.logLevel = .error
+        let server = try RPCServer(env: ServerEnvironment(loop: EventLoop(), options: o))
+        let c = server.makeInProcessClient()
+        _ = c.request("initialize", ["deviceId": "laptop"])
+        _ = c.request("agent.event", ["sessionId": "s1", "type": "approval_request", "requestId": "r1", "toolName": "Bash"])
+        // No loop turn ends here: the reply must not wait for a commit.
+        let r = c.request("approval.respond", ["requestId": "r1", "decision": "allow"]).first { $0["id"] != nil }
+        #expect(r?["result"]?["status"] == "accepted")
+        let entries = c.request("audit.list").first { $0["id"] != nil }?["result"]?["entries"]?.arrayValue
+        #expect(entries?.first?["kind"] == "approval.decision" && entries?.first?["deviceId"] == "laptop")
+    }
+
     @Test func aDeviceSurvivesARestartAndOnlyItsTokenHashIsStored() throws {
         let dir = StateDir()
         var paired: (id: String, token: String) = ("", "")

@@ -69,7 +69,7 @@ extension MethodTable {
                                                     "expected": (after >= 0 ? "integer 1...1000" : "integer >= 0"),
                                                     "got": .int(after >= 0 ? Int64(limit) : after)])
             }
-            let entries = try StoreRPCError.call { try env.store!.auditEntries(afterId: after, limit: limit) }
+            let entries = try audit.entries(afterId: after, limit: limit)
             return ["entries": .array(entries.map(AuditLog.json)),
                     "nextAfterId": .int(entries.last?.id ?? after)]
         }

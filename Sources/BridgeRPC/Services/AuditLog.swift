@@ -5,12 +5,19 @@ import BridgeEngine
 /// every pairing and revocation, with when, which device, over which kind of
 /// connection and from where. Entries join the turn's commit, so the reply
 /// that reports a decision leaves only once its audit entry is durable.
+/// Under --ephemeral nothing is durable: entries stay in memory (the last
+/// `memoryLimit`) and never hold a reply back for a commit.
 final class AuditLog {
-    private let store: Store
+    static let memoryLimit = 10_000
+
+    /// nil: --ephemeral.
+    private let store: Store?
     private let log: Logger
     private let now: () -> Int64
+    private var memory: [AuditEntry] = []
+    private var lastMemoryID: Int64 = 0
 
-    init(store: Store, log: Logger, now: @escaping () -> Int64) {
+    init(store: Store?, log: Logger, now: @escaping () -> Int64) {
         self.store = store
         self.log = log
         self.now = now
@@ -20,12 +27,25 @@ final class AuditLog {
     /// deadline). A failed write rolls the turn back: a decision that
     /// cannot be audited is not acknowledged either.
     func record(_ kind: String, device: String?, caller: RPCContext?, detail: [String: JSON]) {
-        let e = AuditEntry(timeMs: now(), kind: kind, deviceId: device, connection: caller?.transport,
+        var e = AuditEntry(timeMs: now(), kind: kind, deviceId: device, connection: caller?.transport,
                            address: caller?.address, detail: .object(detail))
+        guard let store else {
+            lastMemoryID += 1
+            e.id = lastMemoryID
+            memory.append(e)
+            if memory.count > Self.memoryLimit { memory.removeFirst(memory.count - Self.memoryLimit) }
+            return
+        }
         do { try store.appendAudit(e) } catch {
             log.error("audit log: \(kind) not recorded: \(error)")
             store.abortTurn("the audit log could not be written: \(error)")
         }
+    }
+
+    /// Up to `limit` entries after `afterId`, in id order.
+    func entries(afterId: Int64, limit: Int) throws -> [AuditEntry] {
+        guard let store else { return Array(memory.lazy.filter { $0.id > afterId }.prefix(limit)) }
+        return try StoreRPCError.call { try store.auditEntries(afterId: afterId, limit: limit) }
     }
 
     /// Pipeline step: the decisions and answers an engine apply produced,
