@@ -8,7 +8,7 @@ import BridgeEngine
 /// Under --ephemeral nothing is durable: entries stay in memory (the last
 /// `memoryLimit`) and never hold a reply back for a commit.
 final class AuditLog {
-    static let memoryLimit = 10_000
+    static let memoryLimit = 1_000
 
     /// nil: --ephemeral.
     private let store: Store?
