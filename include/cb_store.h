@@ -1,8 +1,8 @@
 #ifndef CB_STORE_H
 #define CB_STORE_H
 /* The durable store: one SQLite database (WAL, synchronous=FULL) in a state
- * directory, holding the outbox (messages waiting for delivery), drafts and a
- * namespaced key-value area. Mechanism only: the caller passes the time
+ * directory, holding the outbox (messages waiting for delivery), drafts, a
+ * namespaced key-value area, paired devices and the audit log. Mechanism only: the caller passes the time
  * (milliseconds since the Unix epoch) and decides retry delays.
  *
  * Group commit: every write goes into one open transaction; cb_store_commit()
@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#define CB_STORE_SCHEMA_VERSION 2
+#define CB_STORE_SCHEMA_VERSION 3
 /* PRAGMA application_id of our databases ("CBst"): tells ours from foreign ones. */
 #define CB_STORE_APPLICATION_ID 0x43427374
 
@@ -178,5 +178,36 @@ int cb_kv_get(cb_store_t *s, const char *ns, const char *key, void **value_out, 
 int cb_kv_delete(cb_store_t *s, const char *ns, const char *key, int *removed);
 typedef int (*cb_kv_visit_cb)(const char *key, const void *value, size_t len, int is_json, void *data);
 int cb_kv_list(cb_store_t *s, const char *ns, cb_kv_visit_cb cb, void *data);
+
+/* ---- paired devices: the token's SHA-256 hex only ---- */
+typedef struct {
+    const char *id;
+    const char *name;
+    const char *token_hash;
+    int64_t created_ms;
+    int64_t last_seen_ms; /* 0: never authenticated */
+    int64_t revoked_ms;   /* 0: not revoked */
+} cb_device_t;
+typedef int (*cb_device_visit_cb)(const cb_device_t *d, void *data);
+/* Inserts the device or replaces the row with its id. */
+int cb_device_put(cb_store_t *s, const cb_device_t *d);
+/* Visits every device in creation order. */
+int cb_device_list(cb_store_t *s, cb_device_visit_cb cb, void *data);
+
+/* ---- audit log: append-only, ids increasing ---- */
+typedef struct {
+    int64_t id;
+    int64_t time_ms;
+    const char *kind;
+    const char *device_id; /* NULL when none */
+    const char *conn_kind; /* NULL when no connection caused it (a timer) */
+    const char *address;   /* NULL for local connections */
+    const char *detail;    /* JSON object text */
+} cb_audit_entry_t;
+typedef int (*cb_audit_visit_cb)(const cb_audit_entry_t *e, void *data);
+/* Appends; *id_out gets the new entry's id (e->id is ignored). */
+int cb_audit_append(cb_store_t *s, const cb_audit_entry_t *e, int64_t *id_out);
+/* Visits up to `limit` entries with id > after_id in id order. */
+int cb_audit_list(cb_store_t *s, int64_t after_id, int limit, cb_audit_visit_cb cb, void *data);
 
 #endif

@@ -17,4 +17,5 @@
 #include "cb_timeouts.h"
 #include "cb_redact.h"
 #include "cb_heap.h"
+#include "cb_token.h"
 #endif

@@ -110,7 +110,7 @@ public enum StoredValue: Equatable, Sendable {
 /// that is where replies to clients go, so nothing is acknowledged before
 /// it is durable.
 public final class Store {
-    private let handle: OpaquePointer
+    let handle: OpaquePointer
     private var loop: EventLoop?
     private var afterCommitQueue: [(StoreError?) -> Void] = []
     /// Called when the wakeup set with `scheduleWakeup(inMs:)` fires.
@@ -171,7 +171,7 @@ public final class Store {
     }
 
     @inline(__always)
-    private func check(_ rc: Int32) throws {
+    func check(_ rc: Int32) throws {
         if rc != 0 { throw lastError() }
     }
 

@@ -56,6 +56,11 @@ public final class Connection {
     /// Completed `initialize` without `capabilities.notifications: false`
     /// (the hook only calls, and never gets any).
     public internal(set) var receivesNotifications = false
+    /// The paired device a network client authenticated as (its token).
+    public private(set) var pairedDevice: String?
+    /// Calls refused as unauthorized and wrong codes or tokens: the third
+    /// closes a network connection (`DeviceAuth.maxFailures`).
+    var failedAttempts = 0
     /// Slow-client policy: output taken at the last check, and since when
     /// nothing was taken while over the limit.
     var lastWritten: UInt64 = 0
@@ -71,13 +76,31 @@ public final class Connection {
     public var transport: TransportKind { io.transport }
     public var framing: Framing { io.framing }
 
+    /// A network client that has not authenticated as a paired device yet.
+    var needsAuth: Bool { remote != nil && pairedDevice == nil }
+
     /// Who is calling, for the handlers.
-    var context: RPCContext { RPCContext(connectionID: id, deviceID: deviceID, deviceIsNamed: deviceIsNamed) }
+    var context: RPCContext {
+        var ctx = RPCContext(connectionID: id, deviceID: deviceID, deviceIsNamed: deviceIsNamed)
+        ctx.transport = transport.name
+        ctx.address = remote?.address
+        ctx.pairedDevice = pairedDevice
+        return ctx
+    }
+
+    /// The client proved it holds the token of paired device `device`: that
+    /// is its device from now on, whatever it names in its params.
+    func authenticate(as device: String) {
+        pairedDevice = device
+        deviceID = device
+        deviceIsNamed = true
+    }
 
     /// Records the device `initialize` named, or makes one up for a socket
     /// client (a generated id changes with every connection, so it never
     /// says which device acts).
     func identify(device: String?) {
+        if pairedDevice != nil { return }
         if let device {
             deviceID = device
         } else if !lifecycle.endsProcess {
@@ -96,6 +119,15 @@ public struct RPCContext {
     /// The client named its device. A generated id changes with every
     /// connection, so it cannot say which device acts (hand-off).
     public var deviceIsNamed: Bool
+    /// The connection's kind (stdio, socket, memory, webSocket), for the audit log.
+    public var transport: String?
+    /// The peer's address, for a network client only.
+    public var address: String?
+    /// Set when a network client authenticated as a paired device: it may
+    /// act as that device only.
+    public var pairedDevice: String?
+    /// A local client (stdio, unix socket, in-process), trusted as the user.
+    public var isTrusted: Bool { address == nil }
     public init(connectionID: Int, deviceID: String? = nil, deviceIsNamed: Bool = true) {
         self.connectionID = connectionID
         self.deviceID = deviceID
@@ -103,4 +135,16 @@ public struct RPCContext {
     }
     /// The device to tell the engine about: only a named one.
     public var namedDevice: String? { deviceIsNamed ? deviceID : nil }
+}
+
+extension TransportKind {
+    /// The name the audit log and `device.list` use.
+    public var name: String {
+        switch self {
+        case .stdio: return "stdio"
+        case .socket: return "socket"
+        case .memory: return "memory"
+        case .webSocket: return "webSocket"
+        }
+    }
 }

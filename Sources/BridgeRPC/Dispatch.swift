@@ -1,18 +1,22 @@
 import BridgeCore
 import BridgeEngine
 
-/// Calls: the lifecycle methods, then the gate of the connection's
-/// lifecycle, then the MethodTable. Every answer goes through
-/// `env.barrier`, sync or async, success or error.
+/// Calls: the device gate of a network connection (DeviceAuth.swift), the
+/// lifecycle methods, then the gate of the connection's lifecycle, then the
+/// MethodTable. Every answer goes through `env.barrier`, sync or async,
+/// success or error.
 extension RPCServer {
     func handle(_ call: RPCCall) {
         guard let c = env.router.connection(call.connection.id) else {
             call.responder?.error(RPCError.internalError("call on a connection the server does not know"))
             return
         }
+        if c.remote != nil, let refusal = deviceGate(call, c) { return refuse(call, c, refusal) }
         let life = c.lifecycle
         switch call.method {
         case "initialize": initialize(call, c)
+        // Pairing comes before initialize: it is how a new device gets the token initialize needs.
+        case "device.pair" where c.needsAuth: dispatch(call, c)
         case "initialized": answer(call, .success(.null))
         case "shutdown":
             guard life.phase != .awaitingInitialize else { return answer(call, .failure(notInitialized(call))) }
@@ -30,13 +34,13 @@ extension RPCServer {
             case .allowed: break
             }
             if stopping { return answer(call, .failure(invalidRequest(call, "the server is shutting down"))) }
-            dispatch(call, c.context)
+            dispatch(call, c)
         }
     }
 
     /// Lifecycle answers report no stored state: a failed commit does not
     /// turn them into errors (method results do, see `ReplyBarrier`).
-    private func answer(_ call: RPCCall, _ outcome: Result<JSON, RPCError>) {
+    func answer(_ call: RPCCall, _ outcome: Result<JSON, RPCError>) {
         env.barrier.answer(call.responder, outcome, reportsStoredState: false)
     }
 
@@ -51,24 +55,34 @@ extension RPCServer {
                  data: ["reason": "send initialize first", "method": .string(call.method)])
     }
 
-    private func dispatch(_ call: RPCCall, _ ctx: RPCContext) {
-        let barrier = env.barrier, responder = call.responder
+    /// Runs the handler with the connection as `env.caller` (for the audit
+    /// entries of what it causes). A -32001 from a handler (a wrong pairing
+    /// code, a local-only method) counts as a failed attempt of the connection.
+    private func dispatch(_ call: RPCCall, _ c: Connection) {
+        let responder = call.responder, ctx = c.context
         guard let handler = methods.handlers[call.method] else {
-            return barrier.answer(responder, .failure(.methodNotFound(call.method)))
+            return finish(responder, c, .failure(.methodNotFound(call.method)))
         }
+        env.caller = ctx
+        defer { env.caller = nil }
         do {
             let params = try Params(call.params)
             switch handler {
-            case .sync(let body): barrier.answer(responder, .success(try body(params, ctx)))
-            case .async(let body): try body(params, ctx) { barrier.answer(responder, $0) }
+            case .sync(let body): finish(responder, c, .success(try body(params, ctx)))
+            case .async(let body): try body(params, ctx) { [weak self] in self?.finish(responder, c, $0) }
             }
         } catch let e as RPCError {
             if responder == nil { log.debug("notification \(call.method) failed: \(e.message)") }
-            barrier.answer(responder, .failure(e))
+            finish(responder, c, .failure(e))
         } catch {
             log.error("\(call.method): \(error)")
-            barrier.answer(responder, .failure(.internalError(String(describing: error))))
+            finish(responder, c, .failure(.internalError(String(describing: error))))
         }
+    }
+
+    private func finish(_ responder: RPCResponder?, _ c: Connection, _ outcome: Result<JSON, RPCError>) {
+        env.barrier.answer(responder, outcome)
+        if case .failure(let e) = outcome, e.code == RPCError.unauthorizedCode { countFailure(c, e) }
     }
 
     private func initialize(_ call: RPCCall, _ c: Connection) {
@@ -78,7 +92,9 @@ extension RPCServer {
                                                   data: ["reason": "initialize was already received"])))
         }
         do {
-            let wantsNotifications = try Self.initializeParams(try Params(call.params), c)
+            let params = try Params(call.params)
+            if c.needsAuth { try authenticate(params, c) }
+            let wantsNotifications = try Self.initializeParams(params, c)
             c.lifecycle.phase = .running
             var result: [String: JSON] = [
                 "serverInfo": ["name": .string(Self.serverName), "version": .string(BridgeEngineVersion.value)],
@@ -102,6 +118,7 @@ extension RPCServer {
             }
         } catch let e as RPCError {
             answer(call, .failure(e))
+            if e.code == RPCError.unauthorizedCode { countFailure(c, e) }
         } catch {
             answer(call, .failure(.internalError(String(describing: error))))
         }

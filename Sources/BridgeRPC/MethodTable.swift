@@ -43,6 +43,7 @@ public final class MethodTable {
         t.registerOutbox(env)
         t.registerRedaction(env)
         t.registerAgents(env)
+        t.registerDevices(env)
         return t
     }
 }

@@ -4,7 +4,7 @@ import BridgeEngine
 extension ServerEnvironment {
     /// The one step after every engine `apply`, in this order:
     ///
-    ///     transition -> durable snapshot -> outbox -> router -> waiting replies
+    ///     transition -> audit -> durable snapshot -> outbox -> router -> waiting replies
     ///
     /// 1. The sessions and global state it changed are marked for the
     ///    snapshot, written right before this turn's commit.
@@ -13,9 +13,12 @@ extension ServerEnvironment {
     /// 3. Each effect becomes a notification for the connections the router
     ///    picks (held for the first client after a restart).
     /// 4. Hook requests waiting on a resolved approval get their answer.
+    /// Before all of them, decisions and answers go to the audit log (with
+    /// the caller's device, connection kind and address).
     /// Replies from 4 and from every handler leave through `barrier`, after
-    /// the commit that holds what they report.
+    /// the commit that holds what they report (and its audit entries).
     func afterApply(_ event: EngineEvent, _ t: Engine.Transition) {
+        audit?.recordDecisions(event, t, caller: caller)
         snapshots?.record(event, t)
         decisions?.settle(event, engine: engine.engine, now: engine.now)
         if !t.effects.isEmpty {

@@ -19,6 +19,21 @@ public struct RPCError: Error, Equatable, Sendable {
     public static let invalidParamsCode = -32602
     public static let internalErrorCode = -32603
     public static let notInitializedCode = -32002
+    /// A network client that has not authenticated as a paired device, a
+    /// wrong pairing code or token, or a local-only method from the network.
+    public static let unauthorizedCode = -32001
+
+    public static func unauthorized(_ reason: String, method: String? = nil) -> RPCError {
+        var data: [String: JSON] = ["reason": .string(reason)]
+        if let method { data["method"] = .string(method) }
+        return RPCError(code: unauthorizedCode, message: "Unauthorized", data: .object(data))
+    }
+    /// A paired device named another device's id (`deviceId` params).
+    public static func otherDevice(_ named: String, _ paired: String) -> RPCError {
+        invalidParams("invalid params: 'deviceId' names another device",
+                      data: ["param": "deviceId", "got": .string(named), "expected": .string(paired),
+                             "reason": "a paired device acts only as itself"])
+    }
 
     public static func invalidParams(_ message: String, data: JSON? = nil) -> RPCError {
         RPCError(code: invalidParamsCode, message: message, data: data)

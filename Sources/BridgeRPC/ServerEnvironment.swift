@@ -45,6 +45,14 @@ public final class ServerEnvironment {
     var snapshots: SnapshotWriter?
     var outbox: OutboxDelivery?
     var decisions: OfflineDecisions?
+    /// Paired devices and pairing codes, and the audit log; set by `start()`.
+    var devices: DeviceRegistry?
+    var audit: AuditLog?
+    /// Failed pairing and authentication attempts per source host.
+    let failures = FailureLimiter()
+    /// The call being handled (its connection's kind, address and device),
+    /// for the audit entries of what it causes; nil outside a call.
+    var caller: RPCContext?
     /// What `start()` reopened, reported by `initialize` as `recovered`.
     public internal(set) var recovered: JSON = .object([:])
 

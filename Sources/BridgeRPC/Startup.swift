@@ -7,7 +7,8 @@ import Glibc
 extension ServerEnvironment {
     /// Startup, in this order, before any client is served (EDGE-CASES
     /// "App Killed During Processing"):
-    /// 1. open the store (it holds the state directory's lock);
+    /// 1. open the store (it holds the state directory's lock); paired
+    ///    devices and the audit log come from it;
     /// 2. the outbox: deliveries in flight before the restart are queued
     ///    again (their link is gone), old history is pruned;
     /// 3. the engine comes back from its snapshot;
@@ -21,6 +22,9 @@ extension ServerEnvironment {
     ///    it is committed.
     public func start() throws {
         let store = try openStore()
+        let wallClock = { [unowned scheduler] in scheduler.wallClockMs }
+        devices = try DeviceRegistry(store: store, now: wallClock)
+        audit = AuditLog(store: options.ephemeral ? nil : store, log: log, now: wallClock)
         let outboxReport = try startOutbox(store)
         var (report, restored) = try restoreEngine(store)
         if !options.ephemeral {

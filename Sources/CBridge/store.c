@@ -1,5 +1,6 @@
 /* The durable store: opening, locking, schema, faults and group commit.
- * The outbox, drafts and key-value tables live in store_tables.c. */
+ * The outbox, drafts and key-value tables live in outbox.c and store_kv.c,
+ * devices and the audit log in store_devices.c. */
 #include "store_internal.h"
 
 #include <errno.h>
@@ -47,6 +48,14 @@ static const char *const migrations[CB_STORE_SCHEMA_VERSION] = {
     "ALTER TABLE outbox ADD COLUMN finished_ms INTEGER NOT NULL DEFAULT 0;"
     "UPDATE outbox SET finished_ms = CASE status WHEN 2 THEN next_attempt_ms ELSE created_ms END WHERE status >= 2;"
     "CREATE INDEX outbox_finished ON outbox(finished_ms) WHERE status >= 2;",
+    /* 2 -> 3: paired devices (a token's SHA-256 only, never the token) and
+     * the audit log of decisions, pairings and revocations. */
+    "CREATE TABLE devices(id TEXT PRIMARY KEY, name TEXT NOT NULL, token_hash TEXT NOT NULL UNIQUE,"
+    "  created_ms INTEGER NOT NULL, last_seen_ms INTEGER NOT NULL DEFAULT 0,"
+    "  revoked_ms INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;"
+    "CREATE TABLE audit(id INTEGER PRIMARY KEY AUTOINCREMENT," /* never reused: paging by afterId */
+    "  time_ms INTEGER NOT NULL, kind TEXT NOT NULL, device_id TEXT, conn_kind TEXT,"
+    "  address TEXT, detail TEXT NOT NULL);",
 };
 
 int cb_store_fail(cb_store_t *s, cb_store_fault_t fault, int code, const char *fmt, ...) {

@@ -40,6 +40,14 @@ static const char *const sql[ST_COUNT] = {
     [ST_KV_GET] = "SELECT value, is_json FROM kv WHERE ns = ?1 AND key = ?2",
     [ST_KV_DELETE] = "DELETE FROM kv WHERE ns = ?1 AND key = ?2",
     [ST_KV_LIST] = "SELECT key, value, is_json FROM kv WHERE ns = ?1 ORDER BY key",
+    [ST_DEV_PUT] = "INSERT OR REPLACE INTO devices(id, name, token_hash, created_ms, last_seen_ms, revoked_ms) "
+                   "VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+    [ST_DEV_LIST] = "SELECT id, name, token_hash, created_ms, last_seen_ms, revoked_ms FROM devices "
+                    "ORDER BY created_ms, id",
+    [ST_AUDIT_APPEND] = "INSERT INTO audit(time_ms, kind, device_id, conn_kind, address, detail) "
+                        "VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+    [ST_AUDIT_LIST] = "SELECT id, time_ms, kind, device_id, conn_kind, address, detail FROM audit "
+                      "WHERE id > ?1 ORDER BY id LIMIT ?2",
 };
 
 sqlite3_stmt *cb_store_stmt(cb_store_t *s, int which) {

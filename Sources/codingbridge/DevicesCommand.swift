@@ -1,0 +1,140 @@
+import ArgumentParser
+import BridgeCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `codingbridge devices pair|list|revoke`: device pairing from the machine
+/// the daemon runs on (a local client is trusted; pairing codes are issued
+/// to local clients only). Exit codes: 0 ok, 1 failure (no daemon, refused),
+/// 2 usage.
+struct DevicesCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "devices",
+        abstract: "Pair, list and revoke the devices (phones, browsers) that may connect over the network.",
+        discussion: "Talks to the running daemon over its unix socket. Exit codes: 0 ok, 1 failure, 2 usage.",
+        subcommands: [Pair.self, List.self, Revoke.self]
+    )
+
+    struct Daemon: ParsableArguments {
+        @Option(name: .long, help: "The daemon's --state-dir (its socket and listen.json live there).")
+        var stateDir: String?
+        @Option(name: .long, help: "The daemon's unix socket (default: $CODINGBRIDGE_SOCKET, else <state dir>/codingbridge.sock).")
+        var socket: String?
+
+        func connect() throws -> DaemonClient {
+            signal(SIGPIPE, SIG_IGN)
+            let path = HookSocket.path(option: socket ?? stateDir.map { ListenAddress.socketPath(stateDir: $0) })
+            do { return try DaemonClient(path: path) } catch { throw fail(error) }
+        }
+    }
+
+    struct Pair: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print a one-time pairing code (5 minutes), the URL to open on the device and its QR code.")
+        @OptionGroup var daemon: Daemon
+        @Option(name: .long, help: "The new device's name in `devices list`.")
+        var name: String?
+
+        func run() throws {
+            var client = try daemon.connect()
+            defer { client.close() }
+            let params: JSON = name.map { ["name": .string($0)] } ?? [:]
+            let r: JSON
+            do { r = try client.call("device.pairingCode", params) } catch { throw fail(error) }
+            let code = r["code"]?.stringValue ?? ""
+            print("Pairing code: \(code)  (valid 5 minutes, single use)")
+            guard let listen = PairingURL.firstListener(stateDir: ListenAddress.stateDirectory(daemon.stateDir)) else {
+                print("The daemon has no network listener (no listen.json): type the code in the app, or restart "
+                      + "`codingbridge serve` with a network --listen.")
+                return
+            }
+            let url = listen.base + "/#pair=" + code
+            print("Open on the device: \(url)\n")
+            if let qr = TerminalQR.render(url) { print(qr) }
+            if let cert = listen.certSha256 { print("Certificate SHA-256 (check it on the device): \(cert)") }
+        }
+    }
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List paired devices.")
+        @OptionGroup var daemon: Daemon
+        @Flag(name: .long, help: "Print device.list's JSON result.")
+        var json = false
+
+        func run() throws {
+            var client = try daemon.connect()
+            defer { client.close() }
+            let r: JSON
+            do { r = try client.call("device.list") } catch { throw fail(error) }
+            if json { return print(r.serialized()) }
+            let devices = r["devices"]?.arrayValue ?? []
+            guard !devices.isEmpty else { return print("No paired devices. Pair one with `codingbridge devices pair`.") }
+            for d in devices {
+                let status = d["revoked"] == .bool(true) ? "revoked" : d["connected"] == .bool(true) ? "connected" : "paired"
+                let seen = d["lastSeenAt"]?.intValue.map(Self.time) ?? "never"
+                print("\(d["deviceId"]?.stringValue ?? "?")  \(status)  paired \(d["createdAt"]?.intValue.map(Self.time) ?? "?")  "
+                      + "last seen \(seen)  \(d["name"]?.stringValue ?? "")")
+            }
+        }
+
+        /// Unix ms as UTC "2026-01-01 12:00:00Z".
+        static func time(_ ms: Int64) -> String {
+            var t = time_t(ms / 1000), tm = tm()
+            gmtime_r(&t, &tm)
+            var buf = [CChar](repeating: 0, count: 32)
+            strftime(&buf, buf.count, "%Y-%m-%d %H:%M:%SZ", &tm)
+            return String(cString: buf)
+        }
+    }
+
+    struct Revoke: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Revoke a device: its token stops working and its open connections close at once.")
+        @OptionGroup var daemon: Daemon
+        @Argument(help: "The device's id (from `devices list`).")
+        var id: String
+
+        func run() throws {
+            var client = try daemon.connect()
+            defer { client.close() }
+            let r: JSON
+            do { r = try client.call("device.revoke", ["deviceId": .string(id)]) } catch { throw fail(error) }
+            print("Revoked \(id) (\(r["closedConnections"]?.intValue ?? 0) open connection(s) closed).")
+        }
+    }
+}
+
+/// Prints `error` and gives exit code 1.
+private func fail(_ error: Error) -> ExitCode {
+    HookIO.stderr("codingbridge devices: \(error)")
+    return ExitCode(1)
+}
+
+/// Where a device opens the web app to pair: from the daemon's listen.json
+/// ({"listen": [{"url": "ws://127.0.0.1:41234", "certSha256": null}]}).
+enum PairingURL {
+    struct Listener {
+        /// http(s)://host:port of the first network listener.
+        var base: String
+        var certSha256: String?
+    }
+
+    static func firstListener(stateDir: String) -> Listener? {
+        guard let text = readSmallFile(stateDir + "/listen.json"), let doc = JSON.parse(text),
+              let first = doc["listen"]?.arrayValue?.first, let url = first["url"]?.stringValue else { return nil }
+        // The web app is served at the root of the listener: keep scheme://host:port.
+        let schemes = [("wss://", "https://"), ("ws://", "http://"), ("https://", "https://"), ("http://", "http://")]
+        guard let (from, to) = schemes.first(where: { url.hasPrefix($0.0) }) else { return nil }
+        let authority = url.dropFirst(from.count).prefix { $0 != "/" }
+        return Listener(base: to + authority, certSha256: first["certSha256"]?.stringValue)
+    }
+
+    private static func readSmallFile(_ path: String) -> String? {
+        guard let f = fopen(path, "rb") else { return nil }
+        defer { fclose(f) }
+        var buf = [UInt8](repeating: 0, count: 1 << 16)
+        let n = fread(&buf, 1, buf.count, f)
+        return n > 0 ? String(decoding: buf[0..<n], as: UTF8.self) : nil
+    }
+}
