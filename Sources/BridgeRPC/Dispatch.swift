@@ -51,22 +51,26 @@ extension RPCServer {
                  data: ["reason": "send initialize first", "method": .string(call.method)])
     }
 
-    private func dispatch(_ call: RPCCall, _ ctx: RPCContext) {
-        let barrier = env.barrier, responder = call.responder
-        guard let handler = methods.handlers[call.method] else {
-            return barrier.answer(responder, .failure(.methodNotFound(call.method)))
+    private func dispatch(_ call: RPCCall, _ ctx: RPCContext) { dispatch(call.method, call.params, ctx, to: call.responder) }
+
+    /// Runs `method` from the table and answers `responder` behind the
+    /// barrier; generic so the JSON-RPC path allocates nothing for it.
+    func dispatch<T: ReplyTarget>(_ method: String, _ rawParams: JSON?, _ ctx: RPCContext, to responder: T?) {
+        let barrier = env.barrier
+        guard let handler = methods.handlers[method] else {
+            return barrier.answer(responder, .failure(.methodNotFound(method)))
         }
         do {
-            let params = try Params(call.params)
+            let params = try Params(rawParams)
             switch handler {
             case .sync(let body): barrier.answer(responder, .success(try body(params, ctx)))
             case .async(let body): try body(params, ctx) { barrier.answer(responder, $0) }
             }
         } catch let e as RPCError {
-            if responder == nil { log.debug("notification \(call.method) failed: \(e.message)") }
+            if responder == nil { log.debug("notification \(method) failed: \(e.message)") }
             barrier.answer(responder, .failure(e))
         } catch {
-            log.error("\(call.method): \(error)")
+            log.error("\(method): \(error)")
             barrier.answer(responder, .failure(.internalError(String(describing: error))))
         }
     }

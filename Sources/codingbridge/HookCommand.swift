@@ -1,5 +1,6 @@
 import ArgumentParser
 import BridgeCore
+import BridgeRPC
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -49,7 +50,7 @@ struct HookCommand: ParsableCommand {
     var stateDir: String?
 
     @Option(name: .long, help: "Seconds to wait for a permission decision; keep it under the hook's timeout in settings.json.")
-    var timeout: Double = 55
+    var timeout: Double = ClaudeHookExchange.defaultWaitSeconds
 
     @Option(name: .long, help: "Seconds to wait for the server to take any other event.")
     var eventTimeout: Double = 3
@@ -83,8 +84,7 @@ struct HookCommand: ParsableCommand {
             return
         }
         let event = object["hook_event_name"]?.stringValue ?? ""
-        let waitsForDecision = event == "PermissionRequest"
-        if waitsForDecision { object["timeoutSeconds"] = .double(max(1, timeout - 2)) }
+        let waitsForDecision = ClaudeHookExchange.prepare(&object, waitSeconds: timeout)
         let deadline = start + (waitsForDecision ? timeout : min(timeout, eventTimeout))
         // Re-armed for this event: the backstop sits one second past the deadline.
         alarm(UInt32(max(0, deadline - HookClock.now()).rounded(.up)) + 1)
@@ -116,14 +116,9 @@ struct HookCommand: ParsableCommand {
                 return
             }
             let result = msg["result"] ?? .null
-            if waitsForDecision {
-                note("decision: \(result["decision"]?.stringValue ?? "?")")
-                if let out = result["hookOutput"], case .object = out {
-                    HookIO.stdout(out.serialized() + "\n")
-                }
-            } else {
-                note("\(event): \(result["status"]?.stringValue ?? "?")")
-            }
+            note(waitsForDecision ? "decision: \(result["decision"]?.stringValue ?? "?")"
+                                  : "\(event): \(result["status"]?.stringValue ?? "?")")
+            HookIO.stdout(ClaudeHookExchange.output(result))
             return
         }
         note(reader.failed ? "connection to \(path) closed before the answer" : "no answer within the timeout")
