@@ -1,27 +1,5 @@
 import BridgeCore
 
-/// One `POST /hooks/claude` from a Claude Code http hook, as the network
-/// listener received it.
-public struct HookHTTPRequest {
-    /// The hook input JSON, as Claude Code posted it.
-    public var body: [UInt8]
-    /// The `Authorization` header, verbatim (nil: none).
-    public var authorization: String?
-    /// Seconds a PermissionRequest may wait for a decision: the
-    /// `X-CodingBridge-Timeout` header, else the URL's `?timeout=`, verbatim
-    /// (nil: `ClaudeHookExchange.defaultWaitSeconds`).
-    public var timeout: String?
-    /// Where the request came from ("127.0.0.1:51234"), for the log.
-    public var peer: String
-
-    public init(body: [UInt8], authorization: String?, timeout: String? = nil, peer: String) {
-        self.body = body
-        self.authorization = authorization
-        self.timeout = timeout
-        self.peer = peer
-    }
-}
-
 /// An http hook request until its answer. The listener calls `cancel()`
 /// when the HTTP client goes away first; a PermissionRequest then ends as
 /// when a `codingbridge hook` process's socket closes (the approval is
@@ -101,18 +79,25 @@ extension RPCServer {
     /// once a person decided, or "" when the wait ends). 401 without the
     /// hook token, 400 for a body that is not a JSON object or a bad
     /// timeout, 413 over --max-message-bytes, 503 while stopping.
-    /// On the loop thread; `respond` may run before this returns.
+    ///
+    /// `body`: the hook input as posted. `authorization`: the Authorization
+    /// header, verbatim. `timeout`: seconds a PermissionRequest may wait,
+    /// from the `X-CodingBridge-Timeout` header, else the URL's `?timeout=`,
+    /// verbatim (nil: `ClaudeHookExchange.defaultWaitSeconds`). `peer`:
+    /// "127.0.0.1:51234", for the log. On the loop thread; `respond` may run
+    /// before this returns.
     @discardableResult
-    public func handleHookRequest(_ request: HookHTTPRequest, respond: @escaping HookRequestHandle.Respond) -> HookRequestHandle {
+    public func handleHookRequest(body: [UInt8], authorization: String?, timeout: String? = nil, peer: String,
+                                  respond: @escaping HookRequestHandle.Respond) -> HookRequestHandle {
         let handle = HookRequestHandle(key: env.waiters.newRequestKey(), env: env, respond: respond)
         do {
-            let (params, wait) = try hookParams(request)
-            log.debug("http hook \(handle.key) from \(request.peer): \(params["hook_event_name"]?.stringValue ?? "?")")
+            let (params, wait) = try hookParams(body: body, authorization: authorization, timeout: timeout)
+            log.debug("http hook \(handle.key) from \(peer): \(params["hook_event_name"]?.stringValue ?? "?")")
             handle.giveUp(afterSeconds: wait, on: endpoint)
             // No device: like the command hook, the agent's side never decides.
             dispatch("agent.hook", .object(params), RPCContext(connectionID: handle.key, deviceIsNamed: false), to: handle)
         } catch let e as HookHTTPFailure {
-            log.debug("http hook \(handle.key) from \(request.peer): \(e.status) \(e.message)")
+            log.debug("http hook \(handle.key) from \(peer): \(e.status) \(e.message)")
             handle.send(e.status, HookRequestHandle.errorBody(e.message))
         } catch {
             handle.send(500, HookRequestHandle.errorBody(String(describing: error)))
@@ -121,22 +106,22 @@ extension RPCServer {
     }
 
     /// The `agent.hook` params and how long the request may wait, or why not.
-    private func hookParams(_ request: HookHTTPRequest) throws -> ([String: JSON], Double) {
+    private func hookParams(body: [UInt8], authorization: String?, timeout: String?) throws -> ([String: JSON], Double) {
         if stopping { throw HookHTTPFailure(503, "the server is shutting down") }
-        guard let token = env.hookToken, token.authorizes(request.authorization) else {
+        guard let token = env.hookToken, token.authorizes(authorization) else {
             throw HookHTTPFailure(401, "missing or wrong hook token: send 'Authorization: Bearer <the state directory's hook-token>'")
         }
-        guard request.body.count <= env.options.maxMessageBytes else {
+        guard body.count <= env.options.maxMessageBytes else {
             throw HookHTTPFailure(413, "the hook input is larger than \(env.options.maxMessageBytes) bytes")
         }
         var wait = ClaudeHookExchange.defaultWaitSeconds
-        if let t = request.timeout {
+        if let t = timeout {
             guard let s = Double(t), s.isFinite, s > 0, s <= 86_400 else {
                 throw HookHTTPFailure(400, "the timeout (X-CodingBridge-Timeout or ?timeout=) must be seconds within (0, 86400], not '\(t)'")
             }
             wait = s
         }
-        guard case .object(var input)? = JSON.parse(String(decoding: request.body, as: UTF8.self)) else {
+        guard case .object(var input)? = JSON.parse(String(decoding: body, as: UTF8.self)) else {
             throw HookHTTPFailure(400, "the body must be the hook input: a JSON object")
         }
         _ = ClaudeHookExchange.prepare(&input, waitSeconds: wait)

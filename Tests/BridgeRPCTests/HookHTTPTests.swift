@@ -38,8 +38,7 @@ import BridgeEngine
 
     @discardableResult
     private func post(_ s: RPCServer, _ body: [UInt8], auth: String?, timeout: String? = nil, _ r: Responses) -> HookRequestHandle {
-        let h = s.handleHookRequest(HookHTTPRequest(body: body, authorization: auth, timeout: timeout, peer: "127.0.0.1:5"),
-                                    respond: r.respond)
+        let h = s.handleHookRequest(body: body, authorization: auth, timeout: timeout, peer: "127.0.0.1:5", respond: r.respond)
         s.env.store?.flush()
         return h
     }
