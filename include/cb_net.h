@@ -41,9 +41,10 @@ typedef struct {
     void (*on_accept)(cb_net_t *n, cb_conn_t *conn, const char *peer, const char *bearer);
     /* A hook request: exactly one cb_hook_req_respond must follow, unless
      * on_hook_gone comes first. body, authorization (the whole header value
-     * or NULL) and peer are borrowed for the call. */
+     * or NULL), timeout (an X-CodingBridge-Timeout header, else the URL's
+     * ?timeout=, else NULL) and peer are borrowed for the call. */
     void (*on_hook)(cb_net_t *n, cb_hook_req_t *r, const char *body, size_t len, const char *authorization,
-                    const char *peer);
+                    const char *timeout, const char *peer);
     /* The hook's client went away before its answer: r is invalid from now on. */
     void (*on_hook_gone)(cb_net_t *n, cb_hook_req_t *r);
 } cb_net_callbacks_t;

@@ -34,13 +34,16 @@ public final class HookHTTPRequest {
     public let body: [UInt8]
     /// The whole Authorization header value.
     public let authorization: String?
+    /// X-CodingBridge-Timeout, else the URL's ?timeout=.
+    public let timeout: String?
     public let peer: String
     public var onGone: (() -> Void)?
 
-    fileprivate init(raw: OpaquePointer, body: [UInt8], authorization: String?, peer: String) {
+    fileprivate init(raw: OpaquePointer, body: [UInt8], authorization: String?, timeout: String?, peer: String) {
         self.raw = raw
         self.body = body
         self.authorization = authorization
+        self.timeout = timeout
         self.peer = peer
     }
 
@@ -136,8 +139,8 @@ public final class NetworkListener {
         onAccept(endpoint.adopt(c), peer, bearer)
     }
 
-    fileprivate func hook(_ r: OpaquePointer, body: [UInt8], authorization: String?, peer: String) {
-        let req = HookHTTPRequest(raw: r, body: body, authorization: authorization, peer: peer)
+    fileprivate func hook(_ r: OpaquePointer, body: [UInt8], authorization: String?, timeout: String?, peer: String) {
+        let req = HookHTTPRequest(raw: r, body: body, authorization: authorization, timeout: timeout, peer: peer)
         cb_hook_req_set_data(r, Unmanaged.passRetained(req).toOpaque()) // C's reference until answered or gone
         if let onHook { onHook(req) } else { req.respond(status: 503, json: #"{"error":"hooks are not served here"}"#) }
     }
@@ -163,14 +166,15 @@ private let netAccept: @convention(c) (OpaquePointer?, OpaquePointer?, UnsafePoi
     l.accept(c, peer: peer.map { String(cString: $0) } ?? "?", bearer: bearer.map { String(cString: $0) })
 }
 
-private let netHook: @convention(c) (OpaquePointer?, OpaquePointer?, UnsafePointer<CChar>?, Int, UnsafePointer<CChar>?, UnsafePointer<CChar>?) -> Void = { n, r, body, len, auth, peer in
+private let netHook: @convention(c) (OpaquePointer?, OpaquePointer?, UnsafePointer<CChar>?, Int, UnsafePointer<CChar>?, UnsafePointer<CChar>?, UnsafePointer<CChar>?) -> Void = { n, r, body, len, auth, timeout, peer in
     guard let r else { return }
     let bytes = body.map { Array(UnsafeRawBufferPointer(start: $0, count: len)) } ?? []
     guard let l = listener(n) else {
         cb_hook_req_respond(r, 503, "{}", 2)
         return
     }
-    l.hook(r, body: bytes, authorization: auth.map { String(cString: $0) }, peer: peer.map { String(cString: $0) } ?? "?")
+    l.hook(r, body: bytes, authorization: auth.map { String(cString: $0) }, timeout: timeout.map { String(cString: $0) },
+           peer: peer.map { String(cString: $0) } ?? "?")
 }
 
 private let netHookGone: @convention(c) (OpaquePointer?, OpaquePointer?) -> Void = { _, r in

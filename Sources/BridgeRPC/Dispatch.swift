@@ -55,34 +55,40 @@ extension RPCServer {
                  data: ["reason": "send initialize first", "method": .string(call.method)])
     }
 
-    /// Runs the handler with the connection as `env.caller` (for the audit
-    /// entries of what it causes). A -32001 from a handler (a wrong pairing
-    /// code, a local-only method) counts as a failed attempt of the connection.
     private func dispatch(_ call: RPCCall, _ c: Connection) {
-        let responder = call.responder, ctx = c.context
-        guard let handler = methods.handlers[call.method] else {
-            return finish(responder, c, .failure(.methodNotFound(call.method)))
+        dispatch(call.method, call.params, c.context, to: call.responder, connection: c)
+    }
+
+    /// Runs `method` from the table with the caller as `env.caller` (for
+    /// the audit entries of what it causes) and answers `responder` behind
+    /// the barrier; generic so the JSON-RPC path allocates nothing for it.
+    /// A -32001 from a handler (a wrong pairing code, a local-only method)
+    /// counts as a failed attempt of the connection.
+    func dispatch<T: ReplyTarget>(_ method: String, _ rawParams: JSON?, _ ctx: RPCContext, to responder: T?,
+                                  connection c: Connection? = nil) {
+        guard let handler = methods.handlers[method] else {
+            return finish(responder, c, .failure(.methodNotFound(method)))
         }
         env.caller = ctx
         defer { env.caller = nil }
         do {
-            let params = try Params(call.params)
+            let params = try Params(rawParams)
             switch handler {
             case .sync(let body): finish(responder, c, .success(try body(params, ctx)))
             case .async(let body): try body(params, ctx) { [weak self] in self?.finish(responder, c, $0) }
             }
         } catch let e as RPCError {
-            if responder == nil { log.debug("notification \(call.method) failed: \(e.message)") }
+            if responder == nil { log.debug("notification \(method) failed: \(e.message)") }
             finish(responder, c, .failure(e))
         } catch {
-            log.error("\(call.method): \(error)")
+            log.error("\(method): \(error)")
             finish(responder, c, .failure(.internalError(String(describing: error))))
         }
     }
 
-    private func finish(_ responder: RPCResponder?, _ c: Connection, _ outcome: Result<JSON, RPCError>) {
+    private func finish<T: ReplyTarget>(_ responder: T?, _ c: Connection?, _ outcome: Result<JSON, RPCError>) {
         env.barrier.answer(responder, outcome)
-        if case .failure(let e) = outcome, e.code == RPCError.unauthorizedCode { countFailure(c, e) }
+        if let c, case .failure(let e) = outcome, e.code == RPCError.unauthorizedCode { countFailure(c, e) }
     }
 
     private func initialize(_ call: RPCCall, _ c: Connection) {

@@ -47,13 +47,13 @@ final class ReplyBarrier {
     /// Answers `responder` behind the barrier (with nothing to wait for,
     /// at once and without allocating a continuation). `reportsStoredState`
     /// false (lifecycle answers): a failed commit leaves the result as it is.
-    func answer(_ responder: RPCResponder?, _ outcome: Result<JSON, RPCError>, reportsStoredState: Bool = true) {
+    func answer<T: ReplyTarget>(_ responder: T?, _ outcome: Result<JSON, RPCError>, reportsStoredState: Bool = true) {
         guard let responder else { return }
         guard let store, store.hasPendingTurn else { return Self.send(responder, outcome, nil) }
         store.afterCommit { err in Self.send(responder, outcome, reportsStoredState ? err : nil) }
     }
 
-    private static func send(_ responder: RPCResponder, _ outcome: Result<JSON, RPCError>, _ err: StoreError?) {
+    private static func send<T: ReplyTarget>(_ responder: T, _ outcome: Result<JSON, RPCError>, _ err: StoreError?) {
         switch (outcome, err) {
         case (.success, let err?): responder.error(StoreRPCError.from(err))
         case (.success(let r), nil): responder.result(r)
@@ -62,6 +62,13 @@ final class ReplyBarrier {
     }
 }
 
-extension RPCResponder {
+/// Where a reply goes: a JSON-RPC request's responder, or an http hook's
+/// HTTP response (`HookHTTP.swift`); both leave through the same barrier.
+protocol ReplyTarget: AnyObject {
+    func result(_ value: JSON)
+    func error(_ e: RPCError)
+}
+
+extension RPCResponder: ReplyTarget {
     func error(_ e: RPCError) { error(code: e.code, message: e.message, data: e.data) }
 }

@@ -106,6 +106,11 @@ public final class RPCServer {
             let c = self.adopt(io, remote: RemotePeer(address: peer, bearerToken: bearer))
             self.log.debug("network client \(c.id) connected from \(peer)")
         }
+        l.onHook = { [unowned self] req in
+            let h = self.handleHookRequest(body: req.body, authorization: req.authorization, timeout: req.timeout,
+                                           peer: req.peer) { req.respond(status: $0, json: $1) }
+            req.onGone = { h.cancel() }
+        }
         networkListeners.append(l)
         watchSlowClients()
         return l

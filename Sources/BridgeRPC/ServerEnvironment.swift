@@ -40,6 +40,10 @@ public final class ServerEnvironment {
     public private(set) lazy var engine = EngineHost(env: self)
     /// Hook requests waiting for their approval to resolve.
     let waiters: HookWaiters
+    /// What an http hook must show (`HookToken`); set by `start()` from the
+    /// state directory (--ephemeral: a fresh one nobody else knows). nil:
+    /// no http hook is accepted.
+    public internal(set) var hookToken: HookToken?
     /// Set by `start()`: engine snapshots (not with --ephemeral), the
     /// outbox's delivery, decisions queued while the backend link is down.
     var snapshots: SnapshotWriter?

@@ -8,7 +8,8 @@ extension ServerEnvironment {
     /// Startup, in this order, before any client is served (EDGE-CASES
     /// "App Killed During Processing"):
     /// 1. open the store (it holds the state directory's lock); paired
-    ///    devices and the audit log come from it;
+    ///    devices and the audit log come from it; the http hooks' token is
+    ///    read or created beside it;
     /// 2. the outbox: deliveries in flight before the restart are queued
     ///    again (their link is gone), old history is pruned;
     /// 3. the engine comes back from its snapshot;
@@ -21,7 +22,10 @@ extension ServerEnvironment {
     /// 7. what came back is kept for `initialize`'s `recovered`, and all of
     ///    it is committed.
     public func start() throws {
-        let store = try openStore()
+        let dir = stateDirectory()
+        let store = try openStore(dir)
+        // Beside the store, whose open made the directory private.
+        hookToken = try dir.map { try HookToken.loadOrCreate(directory: $0) } ?? .random()
         let wallClock = { [unowned scheduler] in scheduler.wallClockMs }
         devices = try DeviceRegistry(store: store, now: wallClock)
         audit = AuditLog(store: options.ephemeral ? nil : store, log: log, now: wallClock)
@@ -59,22 +63,21 @@ extension ServerEnvironment {
     /// Opens the durable store from the options. A StoreError here fails
     /// server start with its message ("cannot serve: state directory ... is
     /// in use ... (pid N)").
-    private func openStore() throws -> Store {
-        let dir: String?
-        if options.ephemeral {
-            dir = nil
-        } else if let d = options.stateDirectory {
-            dir = d
-        } else {
-            var envVars: [String: String] = [:]
-            for name in ["XDG_STATE_HOME", "HOME"] { if let v = getenv(name) { envVars[name] = String(cString: v) } }
-            dir = Store.defaultDirectory(environment: envVars)
-        }
+    private func openStore(_ dir: String?) throws -> Store {
         let s = try Store(directory: dir)
         try s.attach(to: loop)
         attach(s)
         log.info("durable state: \(dir.map { $0 + "/codingbridge.db" } ?? "in memory (--ephemeral)")")
         return s
+    }
+
+    /// The state directory from the options; nil with --ephemeral.
+    private func stateDirectory() -> String? {
+        if options.ephemeral { return nil }
+        if let d = options.stateDirectory { return d }
+        var envVars: [String: String] = [:]
+        for name in ["XDG_STATE_HOME", "HOME"] { if let v = getenv(name) { envVars[name] = String(cString: v) } }
+        return Store.defaultDirectory(environment: envVars)
     }
 
     /// The outbox after a restart; its part of the `recovered` report.

@@ -42,7 +42,11 @@ static void on_reap(uv_idle_t *h) {
 
 static void maybe_dispose(cb_net_t *n) {
     if (!n->closing || n->open_peers || !n->listener_closed) return;
+    /* H2O's libuv build runs the loop once inside (uv_run NOWAIT), which
+     * clears a uv_stop() the owner made meanwhile: make it again. */
+    unsigned stopping = n->loop->stop_flag;
     h2o_context_dispose(&n->ctx);
+    if (stopping) uv_stop(n->loop);
     h2o_config_dispose(&n->config);
     net_http_free(n);
     if (n->ssl_ctx) SSL_CTX_free(n->ssl_ctx);

@@ -64,6 +64,31 @@ void cb_hook_req_respond(cb_hook_req_t *r, int status, const char *json, size_t 
     net_http_send(r->req, status, reason, json, len, 0);
 }
 
+/* A copy in the request's pool, NUL-terminated; NULL for NULL. */
+static char *pool_strdup(h2o_req_t *req, const char *s, size_t len) {
+    if (!s) return NULL;
+    char *p = h2o_mem_alloc_pool(&req->pool, len + 1);
+    memcpy(p, s, len);
+    p[len] = 0;
+    return p;
+}
+
+/* X-CodingBridge-Timeout, else ?timeout= (Claude Code's settings can set a
+ * header or the URL). */
+static char *hook_timeout(h2o_req_t *req) {
+    h2o_iovec_t h = net_http_header(req, "x-codingbridge-timeout");
+    if (h.base) return pool_strdup(req, h.base, h.len);
+    if (req->query_at == SIZE_MAX) return NULL;
+    const char *q = req->path.base + req->query_at + 1, *end = req->path.base + req->path.len;
+    while (q < end) {
+        const char *amp = memchr(q, '&', (size_t)(end - q));
+        const char *stop = amp ? amp : end;
+        if (stop - q > 8 && memcmp(q, "timeout=", 8) == 0) return pool_strdup(req, q + 8, (size_t)(stop - q - 8));
+        q = stop + 1;
+    }
+    return NULL;
+}
+
 static int on_hook(h2o_handler_t *self, h2o_req_t *req) {
     cb_net_t *n = net_handler_net(self);
     if (net_http_bad_shape(n, req)) return 0;
@@ -82,13 +107,9 @@ static int on_hook(h2o_handler_t *self, h2o_req_t *req) {
     char peer[INET6_ADDRSTRLEN + 10];
     net_http_peer(req, peer, sizeof peer);
     h2o_iovec_t auth = net_http_header(req, "authorization");
-    char *auth_z = auth.base ? h2o_mem_alloc_pool(&req->pool, auth.len + 1) : NULL;
-    if (auth_z) { memcpy(auth_z, auth.base, auth.len); auth_z[auth.len] = 0; }
-    /* the body, NUL-terminated for the owner's JSON parser */
-    char *body = h2o_mem_alloc_pool(&req->pool, req->entity.len + 1);
-    if (req->entity.len) memcpy(body, req->entity.base, req->entity.len);
-    body[req->entity.len] = 0;
-    n->cbs.on_hook(n, r, body, req->entity.len, auth_z, peer);
+    /* the body NUL-terminated for the owner's JSON parser */
+    char *body = pool_strdup(req, req->entity.base ? req->entity.base : "", req->entity.len);
+    n->cbs.on_hook(n, r, body, req->entity.len, pool_strdup(req, auth.base, auth.len), hook_timeout(req), peer);
     return 0;
 }
 

@@ -37,15 +37,15 @@ struct WSBench: ParsableCommand {
         func pair(_ title: String, _ args: [String]) throws {
             let b = try LoadFigures.run(load, ["ws", String(echo.port)] + args)
             let d = try LoadFigures.run(load, ["ws", String(daemon.port)] + args)
-            print(String(format: "%-44@ echo %9.0f msg/s p50 %6d us p99 %6d us", title as NSString, b.rate, b.p50, b.p99))
-            print(String(format: "%-44@ rpc  %9.0f msg/s p50 %6d us p99 %6d us   %.2fx the echo's rate", "" as NSString, d.rate, d.p50, d.p99, d.rate / b.rate))
+            print(pad(title) + String(format: " echo %9.0f msg/s p50 %6d us p99 %6d us", b.rate, b.p50, b.p99))
+            print(pad("") + String(format: " rpc  %9.0f msg/s p50 %6d us p99 %6d us   %.2fx the echo's rate", d.rate, d.p50, d.p99, d.rate / b.rate))
         }
         try pair("ping pipelined (1 client, \(depth) in flight)", ["--depth", String(depth), "--messages", String(messages)])
         try pair("ping sequential (1 client)", ["--messages", String(messages / 10)])
         var many = ["--clients", String(clients), "--probe", "5000", "--init"]
         if let token { many += ["--token", token] }
         let m = try LoadFigures.run(load, ["ws", String(daemon.port)] + many)
-        print(String(format: "%-44@ p50 %6d us p99 %6d us max %6d us", "\(clients) \(token == nil ? "" : "authenticated ")clients, 5,000 pings round-robin" as NSString, m.p50, m.p99, m.max))
+        print(pad("\(clients) \(token == nil ? "" : "authenticated ")clients, 5,000 pings one at a time") + String(format: " p50 %6d us p99 %6d us max %6d us", m.p50, m.p99, m.max))
         try hookRoundTrips(load, daemon)
     }
 
@@ -56,8 +56,8 @@ struct WSBench: ParsableCommand {
             .write(toFile: body, atomically: true, encoding: .utf8)
         let h = try LoadFigures.run(load, ["hook", String(daemon.port), "--token", token, "--body", body, "--requests", String(hooks)])
         let c = daemon.commandHookP50(body: body, runs: max(10, hooks / 10))
-        print(String(format: "%-44@ p50 %6d us p99 %6d us", "http hook PreToolUse (keep-alive)" as NSString, h.p50, h.p99))
-        print(String(format: "%-44@ p50 %6.0f us                %.1fx the http hook", "command hook PreToolUse (a process each)" as NSString, c, c / Double(h.p50)))
+        print(pad("http hook PreToolUse (keep-alive)") + String(format: " p50 %6d us p99 %6d us", h.p50, h.p99))
+        print(pad("command hook PreToolUse (a process each)") + String(format: " p50 %6.0f us                %.1fx the http hook", c, c / Double(h.p50)))
     }
 
     private func raiseFileLimit() {
@@ -66,6 +66,8 @@ struct WSBench: ParsableCommand {
         if lim.rlim_cur < lim.rlim_max { lim.rlim_cur = lim.rlim_max; setrlimit(Int32(RLIMIT_NOFILE.rawValue), &lim) }
     }
 }
+
+private func pad(_ s: String) -> String { s.count >= 48 ? s : s + String(repeating: " ", count: 48 - s.count) }
 
 /// cb-ws-load's JSON line.
 struct LoadFigures: Decodable {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import BridgeCore
+import BridgeRPC
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -40,6 +41,14 @@ struct HookCommand: ParsableCommand {
         $XDG_STATE_HOME/codingbridge/codingbridge.sock (or \
         ~/.local/state/codingbridge/codingbridge.sock): what \
         'codingbridge serve --listen unix' uses.
+
+        --print-settings prints the settings.json block that wires every \
+        event to this command. With --http it prints http hooks instead: \
+        Claude Code posts the same input to http://HOST:PORT/hooks/claude \
+        (--url, else the first loopback ws:// address in \
+        <state dir>/listen.json) with 'Authorization: Bearer \
+        $CODINGBRIDGE_HOOK_TOKEN'; export that variable from \
+        <state dir>/hook-token, which 'codingbridge serve' creates (0600).
         """)
 
     @Option(name: .long, help: "The server's unix socket (default: $CODINGBRIDGE_SOCKET, else the state directory's codingbridge.sock).")
@@ -49,7 +58,7 @@ struct HookCommand: ParsableCommand {
     var stateDir: String?
 
     @Option(name: .long, help: "Seconds to wait for a permission decision; keep it under the hook's timeout in settings.json.")
-    var timeout: Double = 55
+    var timeout: Double = ClaudeHookExchange.defaultWaitSeconds
 
     @Option(name: .long, help: "Seconds to wait for the server to take any other event.")
     var eventTimeout: Double = 3
@@ -57,12 +66,24 @@ struct HookCommand: ParsableCommand {
     @Flag(name: .long, help: "Explain on stderr what happened.")
     var verbose = false
 
+    @Flag(name: .long, help: "Print the hooks block for Claude Code's settings.json and exit.")
+    var printSettings = false
+
+    @Flag(name: .long, help: "With --print-settings: http hooks to the server instead of command hooks.")
+    var http = false
+
+    @Option(name: .long, help: "With --print-settings --http: the hook URL (default: from <state dir>/listen.json).")
+    var url: String?
+
     func validate() throws {
         guard timeout.isFinite, timeout > 0, timeout <= 86_400 else { throw ValidationError("--timeout must be within (0, 86400] seconds") }
         guard eventTimeout.isFinite, eventTimeout > 0 else { throw ValidationError("--event-timeout must be a positive number of seconds") }
+        if (http || url != nil) && !printSettings { throw ValidationError("--http and --url go with --print-settings") }
+        if url != nil && !http { throw ValidationError("--url goes with --http") }
     }
 
     func run() throws {
+        if printSettings { return try printSettingsBlock() }
         let start = HookClock.now()
         // Hard bound: whatever happens below, exit 0 shortly after the deadline.
         signal(SIGALRM) { _ in _exit(0) }
@@ -83,8 +104,7 @@ struct HookCommand: ParsableCommand {
             return
         }
         let event = object["hook_event_name"]?.stringValue ?? ""
-        let waitsForDecision = event == "PermissionRequest"
-        if waitsForDecision { object["timeoutSeconds"] = .double(max(1, timeout - 2)) }
+        let waitsForDecision = ClaudeHookExchange.prepare(&object, waitSeconds: timeout)
         let deadline = start + (waitsForDecision ? timeout : min(timeout, eventTimeout))
         // Re-armed for this event: the backstop sits one second past the deadline.
         alarm(UInt32(max(0, deadline - HookClock.now()).rounded(.up)) + 1)
@@ -116,17 +136,28 @@ struct HookCommand: ParsableCommand {
                 return
             }
             let result = msg["result"] ?? .null
-            if waitsForDecision {
-                note("decision: \(result["decision"]?.stringValue ?? "?")")
-                if let out = result["hookOutput"], case .object = out {
-                    HookIO.stdout(out.serialized() + "\n")
-                }
-            } else {
-                note("\(event): \(result["status"]?.stringValue ?? "?")")
-            }
+            note(waitsForDecision ? "decision: \(result["decision"]?.stringValue ?? "?")"
+                                  : "\(event): \(result["status"]?.stringValue ?? "?")")
+            HookIO.stdout(ClaudeHookExchange.output(result))
             return
         }
         note(reader.failed ? "connection to \(path) closed before the answer" : "no answer within the timeout")
+    }
+}
+
+extension HookCommand {
+    /// Settings are for a person at a terminal: unlike the hook itself,
+    /// a problem here is an error with a non-zero exit.
+    func printSettingsBlock() throws {
+        guard http else {
+            return HookIO.stdout(HookSettings.text(HookSettings.command(stateDir: stateDir)))
+        }
+        let dir = ListenAddress.stateDirectory(stateDir)
+        HookIO.stdout(HookSettings.text(HookSettings.http(url: try url ?? HookSettings.hookURL(stateDir: dir))))
+        HookIO.stderr("""
+            Claude Code sends the token from the environment; before starting claude:
+              export \(HookSettings.tokenVariable)=$(cat \(HookSettings.shellQuoted(dir + "/" + HookToken.fileName)))
+            """)
     }
 }
 

@@ -4,7 +4,10 @@ import BridgeEngine
 /// Hook requests (`agent.hook` PermissionRequest) waiting for their approval
 /// to resolve: decided by a person on any client, timed out by the engine,
 /// or cancelled. A hook whose connection closes first (Claude Code killed it:
-/// the person answered in the terminal) cancels its approval. The requests a
+/// the person answered in the terminal) cancels its approval; so does an
+/// http hook whose HTTP client goes away. Waiters are keyed by connection
+/// id, and each http hook request takes a key of its own that no connection
+/// has (`newRequestKey`), so it is cancelled alone. The requests a
 /// hook waits on are also kept durably, so a restart knows which restored
 /// approvals have nobody listening.
 final class HookWaiters {
@@ -17,8 +20,15 @@ final class HookWaiters {
     private var waiting: [String: [Waiter]] = [:]
     private var byConnection: [Int: Set<String>] = [:]
     private var connectionOf: [String: Int] = [:]
+    /// Connection ids count up from 1; http hook requests count down from -1.
+    private var lastRequestKey = 0
 
     init(log: Logger) { self.log = log }
+
+    func newRequestKey() -> Int {
+        lastRequestKey -= 1
+        return lastRequestKey
+    }
 
     func wait(_ rid: String, session: String?, connection: Int, now: Int64, _ k: @escaping Waiter) {
         if let session, let store {
@@ -41,7 +51,7 @@ final class HookWaiters {
         }
     }
 
-    /// A connection closed: nobody is left to act on its decisions, so the
+    /// A connection closed (or an http hook request was given up): nobody is left to act on its decisions, so the
     /// phone stops asking (their waiters stay until the approval resolves;
     /// their replies then go nowhere).
     func connectionClosed(_ connection: Int, host: EngineHost) {

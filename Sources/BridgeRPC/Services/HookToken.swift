@@ -1,0 +1,93 @@
+import BridgeCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The secret a Claude Code http hook shows (`Authorization: Bearer ...`)
+/// to prove it was set up by the person who owns the state directory: the
+/// loopback port is open to every local user, the 0600 file is not.
+public struct HookToken: Sendable {
+    public static let fileName = "hook-token"
+    /// Shorter than this, the file is not one we wrote.
+    static let minimumLength = 32
+    public let value: String
+
+    /// 32 random bytes, base64url without padding (43 characters).
+    public static func random() -> HookToken {
+        var rng = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &rng) }
+        return HookToken(value: base64url(bytes))
+    }
+
+    /// `<directory>/hook-token`: read when present, else created 0600 with
+    /// a fresh token (O_EXCL: two servers starting at once agree on one).
+    public static func loadOrCreate(directory: String) throws -> HookToken {
+        let path = directory + "/" + fileName
+        let fresh = random()
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        if fd >= 0 {
+            defer { close(fd) }
+            let bytes = Array((fresh.value + "\n").utf8)
+            guard bytes.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == bytes.count, fsync(fd) == 0 else {
+                let why = String(cString: strerror(errno))
+                unlink(path)
+                throw HookTokenError("cannot write \(path): \(why)")
+            }
+            return fresh
+        }
+        guard errno == EEXIST else { throw HookTokenError("cannot create \(path): \(String(cString: strerror(errno)))") }
+        return try read(path)
+    }
+
+    /// Whether an `Authorization` header carries this token. The bytes are
+    /// compared in constant time; only the length (public: always 43) may
+    /// end the comparison early.
+    public func authorizes(_ header: String?) -> Bool {
+        guard let header, header.count > 7, header.prefix(7).lowercased() == "bearer " else { return false }
+        let given = Array(header.dropFirst(7).trimmingSpaces.utf8), want = Array(value.utf8)
+        guard given.count == want.count else { return false }
+        var diff: UInt8 = 0
+        for i in 0..<want.count { diff |= given[i] ^ want[i] }
+        return diff == 0
+    }
+
+    private static func read(_ path: String) throws -> HookToken {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw HookTokenError("cannot read \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        // Another user able to read the token could drive our approvals.
+        var st = stat()
+        if fstat(fd, &st) == 0, st.st_mode & 0o077 != 0 { _ = fchmod(fd, 0o600) }
+        var buf = [UInt8](repeating: 0, count: 256)
+        let n = buf.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+        let text = n > 0 ? String(decoding: buf[0..<n], as: UTF8.self).trimmingSpaces : ""
+        guard text.count >= minimumLength, text.count < 256, !text.contains(where: { $0.isWhitespace }) else {
+            throw HookTokenError("\(path) does not hold a hook token; remove it and start the server again to make a new one")
+        }
+        return HookToken(value: text)
+    }
+
+    private static func base64url(_ bytes: [UInt8]) -> String {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+        var out: [UInt8] = []
+        var i = 0
+        while i < bytes.count {
+            let chunk = bytes[i..<min(i + 3, bytes.count)]
+            let n = chunk.enumerated().reduce(UInt32(0)) { $0 | UInt32($1.element) << (16 - 8 * UInt32($1.offset)) }
+            for k in 0...chunk.count { out.append(alphabet[Int(n >> (18 - 6 * UInt32(k)) & 63)]) }
+            i += 3
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+public struct HookTokenError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ d: String) { description = d }
+}
+
+private extension StringProtocol {
+    var trimmingSpaces: String {
+        String(drop(while: { $0.isWhitespace }).reversed().drop(while: { $0.isWhitespace }).reversed())
+    }
+}

@@ -1,0 +1,102 @@
+import BridgeCore
+import BridgeRPC
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `codingbridge hook --print-settings [--http]`: the `hooks` block of
+/// Claude Code's settings.json that wires every event we use to this
+/// server, as command hooks or as http hooks.
+enum HookSettings {
+    static let tokenVariable = "CODINGBRIDGE_HOOK_TOKEN"
+    /// In settings order; PreToolUse, PostToolUse and PermissionRequest take a matcher.
+    static let events = ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PermissionRequest",
+                         "Notification", "Stop", "SubagentStop", "SessionEnd"]
+    static let matched: Set<String> = ["PreToolUse", "PostToolUse", "PermissionRequest"]
+    /// Claude Code's own limit on a PermissionRequest hook: a few seconds
+    /// over the hook's wait (`ClaudeHookExchange.defaultWaitSeconds`), so
+    /// the answer always arrives before Claude Code gives up.
+    static let permissionTimeout = 60
+    /// Other events are answered at once; an http hook's default limit is
+    /// 10 minutes, far too long for a daemon that does not answer.
+    static let eventTimeout = 10
+
+    /// One hook's fields, in the order the docs show them.
+    typealias Fields = [(String, JSON)]
+
+    /// The whole block: one line per event, valid JSON.
+    static func text(_ hook: (String) -> Fields) -> String {
+        let lines = events.map { e -> String in
+            let hooks = "[" + object(hook(e).map { ($0, $1.serialized()) }) + "]"
+            let group = (matched.contains(e) ? [("matcher", "\"*\"")] : []) + [("hooks", hooks)]
+            return "    \(JSON.string(e).serialized()): [\(object(group))]"
+        }
+        return "{\n  \"hooks\": {\n" + lines.joined(separator: ",\n") + "\n  }\n}\n"
+    }
+
+    /// A JSON object with its keys in the given order (JSON's objects have
+    /// none), from serialized values.
+    private static func object(_ fields: [(String, String)]) -> String {
+        "{" + fields.map { JSON.string($0).serialized() + ":" + $1 }.joined(separator: ",") + "}"
+    }
+
+    /// A command hook: `codingbridge hook`, told the state directory when not the default.
+    static func command(stateDir: String?) -> (String) -> Fields {
+        let base = "codingbridge hook" + (stateDir.map { " --state-dir " + shellQuoted($0) } ?? "")
+        return { event in
+            guard event == "PermissionRequest" else { return [("type", "command"), ("command", .string(base))] }
+            return [("type", "command"), ("command", .string(base + " --timeout \(Int(ClaudeHookExchange.defaultWaitSeconds))")),
+                    ("timeout", .int(Int64(permissionTimeout)))]
+        }
+    }
+
+    /// An http hook to `url`, the token taken from the environment.
+    static func http(url: String) -> (String) -> Fields {
+        { event in
+            [("type", "http"), ("url", .string(url)),
+             ("headers", ["Authorization": .string("Bearer $" + tokenVariable)]),
+             ("allowedEnvVars", [.string(tokenVariable)]),
+             ("timeout", .int(Int64(event == "PermissionRequest" ? permissionTimeout : eventTimeout)))]
+        }
+    }
+
+    /// The hook URL of the first loopback `ws://` listener in
+    /// `<dir>/listen.json` (written by a server that listens on the network).
+    static func hookURL(stateDir dir: String) throws -> String {
+        let path = dir + "/listen.json"
+        let start = "start one: codingbridge serve --listen ws://127.0.0.1:PORT, or give --url"
+        guard let text = readSmallFile(path) else { throw HookError("no \(path): the server listens on no network address; \(start)") }
+        guard case .object(let o)? = JSON.parse(text), let list = o["listen"]?.arrayValue else {
+            throw HookError("\(path) is not {\"listen\": [...]}; \(start)")
+        }
+        for entry in list {
+            if let url = entry["url"]?.stringValue, let hostPort = loopbackWebSocket(url) {
+                return "http://\(hostPort)/hooks/claude"
+            }
+        }
+        throw HookError("\(path) lists no loopback ws:// address (http hooks are served on loopback only); \(start)")
+    }
+
+    /// "127.0.0.1:41234" for "ws://127.0.0.1:41234" (or localhost, [::1]); nil otherwise.
+    static func loopbackWebSocket(_ url: String) -> String? {
+        guard url.hasPrefix("ws://") else { return nil }
+        let hostPort = url.dropFirst(5).prefix { $0 != "/" }
+        let host = hostPort.hasPrefix("[") ? String(hostPort.prefix { $0 != "]" }) + "]"
+                                           : String(hostPort.prefix { $0 != ":" })
+        guard host.hasPrefix("127.") || host == "localhost" || host == "[::1]", hostPort.count > host.count + 1 else { return nil }
+        return String(hostPort)
+    }
+
+    static func shellQuoted(_ s: String) -> String {
+        if !s.isEmpty, s.allSatisfy({ $0.isLetter || $0.isNumber || "/._-+:@%".contains($0) }) { return s }
+        return "'" + s.split(separator: "'", omittingEmptySubsequences: false).joined(separator: "'\\''") + "'"
+    }
+
+    private static func readSmallFile(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        let bytes = HookIO.readAll(fd: fd, deadline: HookClock.now() + 5, limit: 1 << 20)
+        return bytes.map { String(decoding: $0, as: UTF8.self) }
+    }
+}
