@@ -276,9 +276,6 @@ def test_hooks_route_exists_on_a_loopback_listener(srv):
     still_serving(srv)
 
 
-@pytest.mark.xfail(reason="BUG: with a ws:// or wss:// listener SIGTERM (and `exit` on stdio) logs 'stopping' "
-                          "but the process never exits (blocked in uv_run/epoll_wait); unix-only exits 0",
-                   strict=True)
 def test_sigterm_stops_a_daemon_with_a_network_listener(srv):
     c = srv.ws()
     assert c.request("ping") == {}
