@@ -31,6 +31,8 @@ public final class RPCServer {
     public internal(set) var networkListeners: [NetworkListener] = []
     var hasListeners: Bool { !listeners.isEmpty || !networkListeners.isEmpty }
     private var slowClientTimer: LoopTimer?
+    /// How long a network client may stay connected without authenticating.
+    public var authDeadlineMs: UInt64 = 30_000
     /// How long `stop` waits for peers to take their queued output.
     public var flushTimeoutMs: UInt64 = 5000
     public var router: NotificationRouter { env.router }
@@ -105,6 +107,13 @@ public final class RPCServer {
         let l = try endpoint.listen(network: config) { [unowned self] io, peer, bearer in
             let c = self.adopt(io, remote: RemotePeer(address: peer, bearerToken: bearer))
             self.log.debug("network client \(c.id) connected from \(peer)")
+            // An open connection costs memory and a descriptor: one that has
+            // not authenticated by now is not a device of ours.
+            _ = self.endpoint.after(ms: self.authDeadlineMs) { [weak self, weak c] in
+                guard let self, let c, c.needsAuth, c.io.isOpen else { return }
+                self.log.info("network client \(c.id) from \(peer) did not authenticate within \(self.authDeadlineMs / 1000) s: closed")
+                c.io.close()
+            }
         }
         l.onHook = { [unowned self] req in
             let h = self.handleHookRequest(body: req.body, authorization: req.authorization, timeout: req.timeout,

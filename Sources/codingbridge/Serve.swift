@@ -81,6 +81,9 @@ struct Serve: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("A browser origin allowed to connect besides the listener's own, e.g. https://app.example. Repeatable.", valueName: "origin"))
     var allowOrigin: [String] = []
 
+    @Option(name: .long, help: "Seconds a network client may stay connected without authenticating as a paired device.")
+    var authTimeout: Double = 30
+
     @Flag(name: .long, help: "Do not serve stdin/stdout (a daemon; needs --listen).")
     var noStdio = false
 
@@ -96,6 +99,9 @@ struct Serve: ParsableCommand {
         if noStdio && listen.isEmpty { throw ValidationError("--no-stdio needs --listen (nothing else to serve)") }
         if ephemeral && listen.contains(where: { $0.path == nil && $0.network == nil }) {
             throw ValidationError("--listen unix without a path needs the state directory; with --ephemeral give one: --listen unix:PATH")
+        }
+        guard authTimeout.isFinite, authTimeout > 0, authTimeout <= 3600 else {
+            throw ValidationError("--auth-timeout must be a number of seconds in (0, 3600]")
         }
         guard slowClientTimeout.isFinite, slowClientTimeout > 0, slowClientTimeout <= 86_400 else {
             throw ValidationError("--slow-client-timeout must be a number of seconds in (0, 86400]")
@@ -125,6 +131,7 @@ struct Serve: ParsableCommand {
                 .map { try $0.resolve(stateDir: stateDir, ephemeral: ephemeral, log: env.log) }
             let server = try RPCServer(env: env)
             server.policy.stallTimeoutMs = UInt64(slowClientTimeout * 1000)
+            server.authDeadlineMs = UInt64(authTimeout * 1000)
             if !listen.isEmpty { raiseOpenFileLimit() }
             for p in paths { try server.listen(unixPath: p) }
             try listenOnNetwork(server, log: env.log)

@@ -701,3 +701,21 @@ def test_ten_thousand_unauthenticated_attempts_while_a_device_is_served(srv):
     assert latencies and max(latencies) < 2.0, f"the paired device waited {max(latencies):.3f}s"
     assert time.monotonic() - t0 < 120
     still_serving(srv)
+
+
+def test_a_client_that_does_not_authenticate_is_closed_after_auth_timeout(tmp_path):
+    srv = NetServer("--auth-timeout", "1", state_dir=str(tmp_path / "s"))
+    try:
+        require_pairing(srv)
+        idle = srv.ws(auth=False)
+        assert idle.request("ping") == {}
+        paired = srv.ws()  # authenticated: not affected
+        t = time.monotonic()
+        with pytest.raises(ConnectionClosed):
+            idle.ws.recv(timeout=5)
+        assert 0.5 < time.monotonic() - t < 4
+        assert paired.request("ping") == {}
+        time.sleep(1.2)
+        validate_result("session.list", paired.request("session.list"))
+    finally:
+        srv.cleanup()
