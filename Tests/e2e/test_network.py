@@ -709,7 +709,8 @@ def test_a_client_that_does_not_authenticate_is_closed_after_auth_timeout(tmp_pa
         require_pairing(srv)
         idle = srv.ws(auth=False)
         assert idle.request("ping") == {}
-        paired = srv.ws()  # authenticated: not affected
+        paired = srv.ws()
+        paired.initialize()  # authenticated (its Bearer token): not affected
         t = time.monotonic()
         with pytest.raises(ConnectionClosed):
             idle.ws.recv(timeout=5)
