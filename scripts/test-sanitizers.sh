@@ -8,6 +8,10 @@
 #      no -sanitize=undefined on Linux (Swift traps overflow and bounds itself),
 #      so the C code (CBridge) is compiled with clang's -fsanitize=undefined and
 #      the UBSan runtime linked, and the same Swift tests drive it.
+#   1b. the network listener (H2O, wslay, OpenSSL glue in C) has no in-process
+#      driver: the ASan build of the daemon serves the network e2e tests
+#      (Tests/e2e/test_network*.py, test_devices.py, test_http_hooks.py) and
+#      any report it writes (log_path) fails the run, leaks included.
 #   3. the C runtime's own drivers under ASan+UBSan+LSan: Tests/ctime and every
 #      Tests/fuzz/*/run.sh (they already build C with -fsanitize=...; here they
 #      replay their regression inputs and fuzz for $SAN_FUZZ_SECONDS, default 10).
@@ -75,9 +79,27 @@ run_swift() {  # $1 = address|undefined, $2 = scratch dir
     echo "sanitize=$san: $(( $(date +%s) - t0 )) s" >&2
 }
 
+net_e2e() {  # the ASan daemon under the network e2e tests
+    local scratch="$root/.build-asan" logs t0 rc
+    t0=$(date +%s)
+    echo "== network e2e against the ASan daemon" >&2
+    swift build --sanitize=address --scratch-path "$scratch" --product codingbridge >"$scratch/net-build.log" 2>&1 ||
+        { tail -n 20 "$scratch/net-build.log" >&2; echo "net: build failed" >&2; status=1; return; }
+    logs=$(mktemp -d)
+    set +e
+    ASAN_OPTIONS="$asan_opts:log_path=$logs/asan" CODINGBRIDGE_BIN="$scratch/debug/codingbridge" \
+        python3 -m pytest -q Tests/e2e/test_network.py Tests/e2e/test_network_browser.py \
+        Tests/e2e/test_devices.py Tests/e2e/test_http_hooks.py 2>&1 | tail -n 15 >&2
+    rc=${PIPESTATUS[0]}
+    set -e
+    if ls "$logs"/asan* >/dev/null 2>&1; then head -n 60 "$logs"/asan* >&2; rc=1; fi
+    [ "$rc" -eq 0 ] && echo "net: clean" >&2 || { echo "net: FAILED" >&2; status=1; }
+    echo "net: $(( $(date +%s) - t0 )) s" >&2
+}
+
 for p in "${parts[@]}"; do
     case "$p" in
-    asan) run_swift address "$root/.build-asan" ;;
+    asan) run_swift address "$root/.build-asan"; net_e2e ;;
     ubsan) run_swift undefined "$root/.build-ubsan" ;;
     c)
         t0=$(date +%s)

@@ -20,7 +20,7 @@ typedef struct {
     char *writing;          /* the write in flight (H2O allows one) */
     size_t writing_payload; /* message bytes it carries (c->inflight) */
     size_t queued_payload;  /* message bytes queued in wslay since */
-    unsigned closing : 1, peer_done : 1, eof_sent : 1;
+    unsigned closing : 1, peer_done : 1, eof_sent : 1, in_recv : 1, close_after_recv : 1;
 } net_ws_t;
 
 struct cb_net_s {

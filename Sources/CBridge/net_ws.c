@@ -16,6 +16,7 @@
 static net_ws_t *W(cb_conn_t *c) { return c->transport; }
 
 static void pump(net_ws_t *w);
+static void close_socket(net_ws_t *w);
 
 /* ---- wslay callbacks ---- */
 
@@ -63,7 +64,14 @@ static void on_read(h2o_socket_t *sock, const char *err) {
     net_ws_t *w = sock->data;
     cb_conn_t *c = w->c;
     cb_conn_retain(c);
+    w->in_recv = 1;
     if (err == NULL && wslay_event_recv(w->ws) != 0) err = "bad frame";
+    w->in_recv = 0;
+    if (w->close_after_recv) { /* aborted by a handler: wslay's context was in use */
+        close_socket(w);
+        cb_conn_release(c);
+        return;
+    }
     /* wslay stops reading after a close, a broken frame or a message over
      * the limit (it queued a 1002/1009 close); a binary frame got 1003. */
     if (err == NULL && !wslay_event_want_read(w->ws)) w->peer_done = 1;
@@ -91,8 +99,6 @@ static void read_stop(cb_conn_t *c) {
 
 /* ---- output ---- */
 
-static void close_socket(net_ws_t *w);
-
 static void on_written(h2o_socket_t *sock, const char *err) {
     net_ws_t *w = sock->data;
     size_t n = w->writing_payload;
@@ -115,7 +121,10 @@ static void pump(net_ws_t *w) {
     if (!w->sock || w->writing) return;
     if (wslay_event_want_write(w->ws) && wslay_event_send(w->ws) != 0) w->frames.len = 0;
     if (!w->frames.len) {
-        if (w->closing) close_socket(w);
+        size_t dropped = w->queued_payload; /* wslay refused them (out of memory) */
+        w->queued_payload = 0;
+        if (dropped) cb_conn__written(w->c, dropped, CB_ECLOSED); /* may close w */
+        else if (w->closing) close_socket(w);
         return;
     }
     size_t len;
@@ -149,6 +158,7 @@ static int write_out(cb_conn_t *c) {
 
 static void close_socket(net_ws_t *w) {
     if (!w->sock) return;
+    if (w->in_recv) { w->close_after_recv = 1; return; }
     h2o_socket_t *sock = w->sock;
     w->sock = NULL;
     cb_conn_t *c = w->c;
