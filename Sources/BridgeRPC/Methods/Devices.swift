@@ -34,6 +34,12 @@ extension MethodTable {
             return ["deviceId": .string(d.id), "name": .string(d.name), "token": .string(paired.token)]
         }
 
+        registerDeviceAdmin(env, devices, audit)
+        registerAudit(audit)
+    }
+
+    /// What a local client or a paired device may do about devices.
+    private func registerDeviceAdmin(_ env: ServerEnvironment, _ devices: DeviceRegistry, _ audit: AuditLog) {
         on("device.list") { _, _ in
             let connected = Set(env.router.all.compactMap(\.pairedDevice))
             return ["devices": .array(devices.all.map { d in
@@ -59,7 +65,9 @@ extension MethodTable {
             // In this turn, right after the reply (and the commit that holds the revocation).
             env.barrier.release { _ in for c in open { c.io.close() } }
         }
+    }
 
+    private func registerAudit(_ audit: AuditLog) {
         on("audit.list") { p, _ in
             let after: Int64 = try p.optional("afterId") ?? 0
             let limit: Int = try p.optional("limit") ?? 100
