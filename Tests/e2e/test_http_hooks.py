@@ -9,7 +9,6 @@ decides on a paired WebSocket device; the unix socket is the trusted observer
 `codingbridge hook` (the command hook, test_hook.py) gives for the same input.
 """
 import copy
-import glob
 import http.client
 import json
 import os
@@ -145,6 +144,19 @@ def pending(u, sid=None):
     return u.request("approval.list", {"sessionId": sid} if sid else {})["approvals"]
 
 
+def dechunk(r):
+    """The body of a raw_http() answer, chunked transfer coding undone."""
+    if r["headers"].get("transfer-encoding", "").lower() != "chunked":
+        return r["body"]
+    out, rest = b"", r["body"]
+    while True:
+        size, _, rest = rest.partition(b"\r\n")
+        n = int(size.split(b";")[0], 16)
+        if n == 0:
+            return out
+        out, rest = out + rest[:n], rest[n + 2:]
+
+
 def validate_permission_output(body):
     schema = _schema_with_components({"$ref": "#/components/schemas/ClaudeHookPermissionOutput"})
     out = json.loads(body)
@@ -204,7 +216,7 @@ def test_events_answer_200_empty_on_one_keep_alive_connection_like_the_command_h
             assert run_command_hook(srv, with_session(step["params"], via_cmd)) == (0, "")
         status, headers, body, secs = hooks.post(with_session(fx["input"], via_http))
         assert (status, body) == (200, b""), (name, status, body)
-        assert headers.get("content-length") == "0", headers
+        assert headers.get("content-length", "0") == "0", headers  # (or chunked, empty)
         assert secs < 2.0, (name, secs)
         assert run_command_hook(srv, with_session(fx["input"], via_cmd)) == (0, "")
         # Claude Code keeps the connection: every POST went over the same socket.
@@ -393,10 +405,31 @@ def test_invalid_timeout_is_400_and_creates_no_approval(srv):
     for bad in ["0", "-1", "abc", "nan", "inf", "86401", ""]:
         status, _, out, _ = hooks.post(permission(sid), headers={"X-CodingBridge-Timeout": bad})
         assert status == 400, ("header", bad, status, out)
-        status, _, out, _ = hooks.post(permission(sid), path=PATH + "?timeout=" + bad)
-        assert status == 400, ("query", bad, status, out)
+        assert "timeout" in json.loads(out)["error"]["message"], out
+        if bad:  # `?timeout=` with nothing after it: the next test
+            status, _, out, _ = hooks.post(permission(sid), path=PATH + "?timeout=" + bad)
+            assert status == 400, ("query", bad, status, out)
     assert pending(u) == []
     assert sid not in sessions(u)
+    # the header wins over the query
+    waiting = Background(srv, permission(sid), path=PATH + "?timeout=abc", headers={"X-CodingBridge-Timeout": "3"})
+    wait_until(lambda: pending(u, sid), "the header's valid timeout did not win over the query's")
+    status, _, body, _ = waiting.finish()
+    assert (status, body) == (200, b"")
+
+
+@pytest.mark.xfail(strict=True, reason="`?timeout=` with an empty value is taken as no timeout (net_hook.c "
+                   "hook_timeout needs a non-empty value): the request waits the default 55 s, while an empty "
+                   "X-CodingBridge-Timeout header is 400")
+def test_empty_timeout_query_is_400_like_an_empty_header(srv):
+    u = srv.unix()
+    sid = new_sid()
+    hooks = Hooks(srv, timeout=2)
+    try:
+        status, _, out, _ = hooks.post(permission(sid), path=PATH + "?timeout=")
+    except TimeoutError:
+        pytest.fail(f"POST {PATH}?timeout= was not refused: it waits (approvals: {pending(u, sid)})")
+    assert status == 400, (status, out)
 
 
 # ---- 5. the client goes away ----------------------------------------------------------
@@ -490,8 +523,8 @@ def test_conflicting_content_length_and_transfer_encoding_is_400_and_closed(srv)
     time.sleep(0.2)
     assert sid not in sessions(u)
     # chunked alone is an ordinary request
-    r = raw_http(srv.port(), head + b"Transfer-Encoding: chunked\r\n\r\n" + chunked)
-    assert r["status"] == 200 and r["body"] == b"", r["raw"][:300]
+    r = raw_http(srv.port(), head + b"Transfer-Encoding: chunked\r\n\r\n" + chunked, timeout=1.0)
+    assert r["status"] == 200 and dechunk(r) == b"", r["raw"][:300]
     assert sessions(u)[sid]["status"] == "processing"
 
 
