@@ -116,7 +116,9 @@ extension RPCServer {
         }
         var wait = ClaudeHookExchange.defaultWaitSeconds
         if let t = timeout {
-            guard let s = Double(t), s.isFinite, s > 0, s <= 86_400 else {
+            // decimal seconds only (Double() would also take "0x10" or "inf")
+            let decimal = !t.isEmpty && t.utf8.allSatisfy { (0x30...0x39).contains($0) || $0 == 0x2E }
+            guard decimal, let s = Double(t), s.isFinite, s > 0, s <= 86_400 else {
                 throw HookHTTPFailure(400, "the timeout (X-CodingBridge-Timeout or ?timeout=) must be seconds within (0, 86400], not '\(t)'")
             }
             wait = s

@@ -83,7 +83,7 @@ static char *hook_timeout(h2o_req_t *req) {
     while (q < end) {
         const char *amp = memchr(q, '&', (size_t)(end - q));
         const char *stop = amp ? amp : end;
-        if (stop - q > 8 && memcmp(q, "timeout=", 8) == 0) return pool_strdup(req, q + 8, (size_t)(stop - q - 8));
+        if (stop - q >= 8 && memcmp(q, "timeout=", 8) == 0) return pool_strdup(req, q + 8, (size_t)(stop - q - 8));
         q = stop + 1;
     }
     return NULL;

@@ -33,6 +33,7 @@ void net_http_send(h2o_req_t *req, int status, const char *reason, const char *j
     req->res.reason = reason;
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, H2O_STRLIT("application/json"));
     if (close) req->http1_is_persistent = 0;
+    req->res.content_length = len; /* an empty answer is "Content-Length: 0", not chunked */
     h2o_send_inline(req, json, len);
 }
 

@@ -421,9 +421,6 @@ def test_invalid_timeout_is_400_and_creates_no_approval(srv):
     assert (status, body) == (200, b"")
 
 
-@pytest.mark.xfail(strict=True, reason="`?timeout=` with an empty value is taken as no timeout (net_hook.c "
-                   "hook_timeout needs a non-empty value): the request waits the default 55 s, while an empty "
-                   "X-CodingBridge-Timeout header is 400")
 def test_empty_timeout_query_is_400_like_an_empty_header(srv):
     u = srv.unix()
     sid = new_sid()
