@@ -113,6 +113,9 @@ int cb_conn_is_closed(const cb_conn_t *c);
 int cb_conn_has_transport(const cb_conn_t *c);
 size_t cb_conn_notify_limit(const cb_conn_t *c);
 void cb_conn_set_notify_limit(cb_conn_t *c, size_t limit);
+/* The largest message accepted from now on (a network client is held to a
+ * small one until it authenticates); 0 is ignored. */
+void cb_conn_set_max_message_bytes(cb_conn_t *c, size_t max);
 
 typedef struct {
     uint64_t pauses;                /* times input was paused for a slow reader */

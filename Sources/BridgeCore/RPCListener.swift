@@ -114,6 +114,12 @@ extension RPCEndpoint {
 extension RPCConnection {
     /// Drops the client now: unsent output is discarded and the socket
     /// closed (a graceful `close` would wait for a reader that never reads).
+    /// The largest message accepted from this client from now on.
+    public func limitMessages(toBytes n: Int) {
+        guard let raw, n > 0 else { return }
+        cb_conn_set_max_message_bytes(raw, n)
+    }
+
     public func abort() {
         guard let raw, cb_conn_is_closed(raw) == 0 else { return }
         cb_conn_abort(raw)

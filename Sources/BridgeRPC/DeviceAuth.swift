@@ -65,5 +65,6 @@ extension RPCServer {
         }
         try devices.touch(device.id)
         c.authenticate(as: device.id)
+        c.io.limitMessages(toBytes: env.options.maxMessageBytes)
     }
 }

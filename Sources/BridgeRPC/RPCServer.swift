@@ -105,15 +105,7 @@ public final class RPCServer {
     @discardableResult
     public func listen(network config: NetworkListenConfig) throws -> NetworkListener {
         let l = try endpoint.listen(network: config) { [unowned self] io, peer, bearer in
-            let c = self.adopt(io, remote: RemotePeer(address: peer, bearerToken: bearer))
-            self.log.debug("network client \(c.id) connected from \(peer)")
-            // An open connection costs memory and a descriptor: one that has
-            // not authenticated by now is not a device of ours.
-            _ = self.endpoint.after(ms: self.authDeadlineMs) { [weak self, weak c] in
-                guard let self, let c, c.needsAuth, c.io.isOpen else { return }
-                self.log.info("network client \(c.id) from \(peer) did not authenticate within \(self.authDeadlineMs / 1000) s: closed")
-                c.io.close()
-            }
+            self.admitNetworkClient(self.adopt(io, remote: RemotePeer(address: peer, bearerToken: bearer)))
         }
         l.onHook = { [unowned self] req in
             let h = self.handleHookRequest(body: req.body, authorization: req.authorization, timeout: req.timeout,
@@ -124,6 +116,32 @@ public final class RPCServer {
         watchSlowClients()
         return l
     }
+
+    /// Until it authenticates a network client is held to small messages
+    /// (pairing and `initialize` are small) and to a deadline, and only so
+    /// many may wait at once per source host and in all: connections cost
+    /// memory and descriptors before anyone knows who is calling.
+    private func admitNetworkClient(_ c: Connection) {
+        guard let peer = c.remote?.address else { return }
+        let host = FailureLimiter.host(of: peer)
+        let waiting = env.router.all.filter { $0.needsAuth && $0.id != c.id }
+        let fromHost = waiting.filter { FailureLimiter.host(of: $0.remote?.address ?? "") == host }.count
+        if waiting.count >= Self.unauthenticatedLimit || fromHost >= Self.unauthenticatedPerHostLimit {
+            log.warn("network client from \(peer) refused: \(fromHost) unauthenticated connections from \(host), \(waiting.count) in all")
+            return c.io.abort()
+        }
+        log.debug("network client \(c.id) connected from \(peer)")
+        c.io.limitMessages(toBytes: min(Self.unauthenticatedMessageBytes, env.options.maxMessageBytes))
+        _ = endpoint.after(ms: authDeadlineMs) { [weak self, weak c] in
+            guard let self, let c, c.needsAuth, c.io.isOpen else { return }
+            self.log.info("network client \(c.id) from \(peer) did not authenticate within \(self.authDeadlineMs / 1000) s: dropped")
+            c.io.abort()
+        }
+    }
+
+    static let unauthenticatedMessageBytes = 64 << 10
+    static let unauthenticatedLimit = 1024
+    static let unauthenticatedPerHostLimit = 256
 
     /// Serves until `exit` on stdio, a signal, or (without listeners) the end
     /// of stdin; returns the exit code. With listeners, the end of stdin (or

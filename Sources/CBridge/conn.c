@@ -59,6 +59,11 @@ int cb_conn_is_closed(const cb_conn_t *c) { return c->closed; }
 int cb_conn_has_transport(const cb_conn_t *c) { return !c->transport_done; }
 size_t cb_conn_notify_limit(const cb_conn_t *c) { return c->limits.notify_limit; }
 void cb_conn_set_notify_limit(cb_conn_t *c, size_t limit) { c->limits.notify_limit = limit; }
+void cb_conn_set_max_message_bytes(cb_conn_t *c, size_t max) {
+    if (!max) return;
+    c->limits.max_message_bytes = max;
+    c->in.max_bytes = max;
+}
 cb_conn_stats_t cb_conn_stats(const cb_conn_t *c) { return c->stats; }
 
 static void write_failed(cb_conn_t *c) {
@@ -179,6 +184,12 @@ void cb_conn__message(cb_conn_t *c, const char *text, size_t len) {
     c->in_dispatch = 1;
     c->handler.on_message(c->handler.data, c, text, len);
     c->in_dispatch = 0;
+    /* the same rule as for framed input: a peer that does not take its
+     * replies is not read until they drain */
+    if (!c->closing && over_high_water(c)) {
+        cb_conn__flush(c);
+        if (over_high_water(c)) pause_input(c);
+    }
     cb_conn_release(c);
 }
 
@@ -205,7 +216,7 @@ static void resume_input(cb_conn_t *c) {
 
 void cb_conn__written(cb_conn_t *c, size_t n, int status) {
     c->inflight -= n;
-    c->stats.bytes_out += n;
+    if (status >= 0) c->stats.bytes_out += n;
     cb_conn_retain(c);
     if (status < 0 && !c->write_failed) write_failed(c);
     if (c->write_failed) c->out.len = 0;

@@ -131,6 +131,7 @@ static int setup_tls(cb_net_t *n, const cb_net_config_t *cfg) {
     if (!cfg->tls_cert || !cfg->tls_key) return net_set_error("TLS needs both a certificate and a key", NULL), CB_EINVAL;
     if (!(n->ssl_ctx = SSL_CTX_new(TLS_server_method()))) return CB_ENOMEM;
     SSL_CTX_set_min_proto_version(n->ssl_ctx, TLS1_2_VERSION);
+    SSL_CTX_set_options(n->ssl_ctx, SSL_OP_NO_RENEGOTIATION); /* H2O 2.2 cannot serve one */
     if (SSL_CTX_use_certificate_chain_file(n->ssl_ctx, cfg->tls_cert) != 1)
         return net_set_error("cannot load the TLS certificate", cfg->tls_cert), CB_EINVAL;
     if (SSL_CTX_use_PrivateKey_file(n->ssl_ctx, cfg->tls_key, SSL_FILETYPE_PEM) != 1)

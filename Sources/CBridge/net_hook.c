@@ -36,7 +36,8 @@ static void report_gone(cb_hook_req_t *r) {
     if (r->answered || r->gone) return;
     r->gone = 1;
     stop_peek(r);
-    if (r->n->cbs.on_hook_gone && !r->n->closing) r->n->cbs.on_hook_gone(r->n, r);
+    /* also while closing: the owner still holds r */
+    if (r->n->cbs.on_hook_gone) r->n->cbs.on_hook_gone(r->n, r);
 }
 
 /* The request's memory pool is going: the answer was sent, or the

@@ -50,7 +50,7 @@ static int is_named(const struct phr_header *h, const char *name) {
 }
 
 /* H2O lets a Transfer-Encoding win over a Content-Length; a request carrying
- * both (or two lengths) is refused instead, as is a head over the limit. The
+ * both (or two of either) is refused instead, as is a head over the limit. The
  * head is still at the start of the socket's input while the request runs. */
 int net_http_bad_shape(cb_net_t *n, h2o_req_t *req) {
     if (req->version >= 0x200) return 0; /* HTTP/2 frames carry no such ambiguity */
@@ -70,7 +70,7 @@ int net_http_bad_shape(cb_net_t *n, h2o_req_t *req) {
         lengths += is_named(&h[i], "content-length");
         encodings += is_named(&h[i], "transfer-encoding");
     }
-    if ((lengths && encodings) || lengths > 1)
+    if ((lengths && encodings) || lengths > 1 || encodings > 1)
         return net_http_refuse(n, req, 400, "Bad Request", "conflicting Content-Length and Transfer-Encoding") || 1;
     return 0;
 }
@@ -173,6 +173,7 @@ static void accept_key(const h2o_iovec_t key, char out[29]) {
 static int on_rpc(h2o_handler_t *self, h2o_req_t *req) {
     cb_net_t *n = ((net_handler_t *)self)->n;
     if (net_http_bad_shape(n, req)) return 0;
+    if (n->closing) return net_http_refuse(n, req, 503, "Service Unavailable", "shutting down");
     const char *key = NULL;
     if (req->version >= 0x200 || h2o_is_websocket_handshake(req, &key) != 0 || !key)
         return net_http_refuse(n, req, 400, "Bad Request", "expected a WebSocket upgrade (GET /rpc, Upgrade: websocket)");

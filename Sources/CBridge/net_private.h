@@ -14,13 +14,16 @@
 
 typedef struct {
     cb_conn_t *c;
+    uv_loop_t *loop;
     h2o_socket_t *sock; /* NULL once closed */
+    uv_timer_t *linger;     /* bounds a graceful close */
     wslay_event_context_ptr ws;
     cb_buf_t frames;        /* frames serialised by wslay, not yet written */
     char *writing;          /* the write in flight (H2O allows one) */
     size_t writing_payload; /* message bytes it carries (c->inflight) */
     size_t queued_payload;  /* message bytes queued in wslay since */
-    unsigned closing : 1, peer_done : 1, eof_sent : 1, in_recv : 1, close_after_recv : 1;
+    unsigned closing : 1, peer_done : 1, eof_sent : 1, in_recv : 1, close_after_recv : 1,
+        io_dead : 1; /* the socket failed: nothing more is written */
 } net_ws_t;
 
 struct cb_net_s {

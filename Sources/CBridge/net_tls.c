@@ -59,13 +59,20 @@ static void san_entry(const char *host, char *out, size_t cap) {
     else snprintf(out, cap, "%s:%s", ip ? "IP" : "DNS", host);
 }
 
+/* A new file with exactly `mode` (whatever was there before), complete on
+ * disk before it takes the name: a crash leaves the old pair or the new one. */
 static int write_pem(const char *path, int mode, int (*write)(FILE *, void *), void *obj) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return 0;
+    unlink(tmp);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, mode);
     if (fd < 0) return 0;
-    FILE *f = fdopen(fd, "w");
-    if (!f) { close(fd); return 0; }
-    int ok = write(f, obj);
-    return (fclose(f) == 0) && ok;
+    FILE *f = fchmod(fd, (mode_t)mode) == 0 ? fdopen(fd, "w") : NULL;
+    if (!f) { close(fd); unlink(tmp); return 0; }
+    int ok = write(f, obj) && fflush(f) == 0 && fsync(fd) == 0;
+    ok = (fclose(f) == 0) && ok && rename(tmp, path) == 0;
+    if (!ok) unlink(tmp);
+    return ok;
 }
 
 static int write_key(FILE *f, void *key) { return PEM_write_PrivateKey(f, key, NULL, NULL, 0, NULL, NULL); }

@@ -24,7 +24,9 @@ static ssize_t ws_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, in
     (void)flags;
     net_ws_t *w = data;
     h2o_buffer_t *in = w->sock->input;
-    if (in->size == 0) {
+    /* a paused connection (a reader that does not take its replies) takes
+     * no more input: it stays in the socket's buffer, and H2O stops reading */
+    if (in->size == 0 || w->c->paused || w->c->closing) {
         wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
         return -1;
     }
@@ -52,6 +54,7 @@ static void ws_message(wslay_event_context_ptr ctx, const struct wslay_event_on_
     } else if (m->opcode == WSLAY_BINARY_FRAME) {
         static const char why[] = "binary frames are not accepted: send JSON-RPC as text frames";
         wslay_event_queue_close(ctx, 1003, (const uint8_t *)why, sizeof why - 1);
+        wslay_event_shutdown_read(ctx); /* later frames of this read are not served */
         w->peer_done = 1;
     } else if (m->opcode == WSLAY_CONNECTION_CLOSE) {
         w->peer_done = 1; /* wslay has queued the closing handshake's reply */
@@ -64,18 +67,27 @@ static void on_read(h2o_socket_t *sock, const char *err) {
     net_ws_t *w = sock->data;
     cb_conn_t *c = w->c;
     cb_conn_retain(c);
-    w->in_recv = 1;
-    if (err == NULL && wslay_event_recv(w->ws) != 0) err = "bad frame";
-    w->in_recv = 0;
-    if (w->close_after_recv) { /* aborted by a handler: wslay's context was in use */
-        close_socket(w);
-        cb_conn_release(c);
-        return;
+    if (err) {
+        /* EOF, a reset or a TLS error: nothing can be written any more either
+         * (after a failed TLS read H2O's next write would fail inside) */
+        w->io_dead = 1;
+        w->peer_done = 1;
+    } else {
+        /* the limit is lower until the client authenticates (cb_conn_set_max_message_bytes) */
+        wslay_event_config_set_max_recv_msg_length(w->ws, c->limits.max_message_bytes);
+        w->in_recv = 1;
+        if (wslay_event_recv(w->ws) != 0) w->peer_done = 1;
+        w->in_recv = 0;
+        if (w->close_after_recv) { /* aborted by a handler: wslay's context was in use */
+            close_socket(w);
+            cb_conn_release(c);
+            return;
+        }
+        /* wslay stops reading after a close, a broken frame or a message over
+         * the limit (it queued a 1002/1009 close); a binary frame got 1003. */
+        if (!wslay_event_get_read_enabled(w->ws)) w->peer_done = 1;
     }
-    /* wslay stops reading after a close, a broken frame or a message over
-     * the limit (it queued a 1002/1009 close); a binary frame got 1003. */
-    if (err == NULL && !wslay_event_want_read(w->ws)) w->peer_done = 1;
-    if (err == NULL && !w->peer_done) {
+    if (!w->peer_done) {
         cb_conn__flush(c);
         if ((w = W(c))) pump(w);
     } else if (!w->eof_sent) {
@@ -87,9 +99,13 @@ static void on_read(h2o_socket_t *sock, const char *err) {
     cb_conn_release(c);
 }
 
+/* Also after a pause: frames that arrived meanwhile wait in the socket's
+ * input (ws_recv takes nothing while paused). */
 static void read_start(cb_conn_t *c) {
     net_ws_t *w = W(c);
-    if (w && w->sock && !w->eof_sent) h2o_socket_read_start(w->sock, on_read);
+    if (!w || !w->sock || w->eof_sent) return;
+    if (w->sock->input->size) on_read(w->sock, NULL);
+    if ((w = W(c)) && w->sock && !w->eof_sent && !c->paused && !c->closing) h2o_socket_read_start(w->sock, on_read);
 }
 
 static void read_stop(cb_conn_t *c) {
@@ -119,9 +135,10 @@ static void on_written(h2o_socket_t *sock, const char *err) {
  * flight (its completion pumps again). */
 static void pump(net_ws_t *w) {
     if (!w->sock || w->writing) return;
-    if (wslay_event_want_write(w->ws) && wslay_event_send(w->ws) != 0) w->frames.len = 0;
+    if (w->io_dead) w->frames.len = 0;
+    else if (wslay_event_want_write(w->ws) && wslay_event_send(w->ws) != 0) w->frames.len = 0;
     if (!w->frames.len) {
-        size_t dropped = w->queued_payload; /* wslay refused them (out of memory) */
+        size_t dropped = w->queued_payload; /* a dead socket, or wslay refused them */
         w->queued_payload = 0;
         if (dropped) cb_conn__written(w->c, dropped, CB_ECLOSED); /* may close w */
         else if (w->closing) close_socket(w);
@@ -138,7 +155,7 @@ static void pump(net_ws_t *w) {
 /* conn.c's queue (newline-separated messages) into text messages. */
 static int write_out(cb_conn_t *c) {
     net_ws_t *w = W(c);
-    if (!w || !w->sock || w->closing) return CB_ECLOSED;
+    if (!w || !w->sock || w->closing || w->io_dead) return CB_ECLOSED;
     const char *p = c->out.p, *end = p + c->out.len;
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -156,20 +173,22 @@ static int write_out(cb_conn_t *c) {
 
 /* ---- close ---- */
 
+static void on_handle_free(uv_handle_t *h) { free(h); }
+
 static void close_socket(net_ws_t *w) {
     if (!w->sock) return;
     if (w->in_recv) { w->close_after_recv = 1; return; }
     h2o_socket_t *sock = w->sock;
     w->sock = NULL;
     cb_conn_t *c = w->c;
-    /* A write still in flight is cancelled without its callback. */
-    if (w->writing) {
-        free(w->writing);
-        w->writing = NULL;
-        size_t n = w->writing_payload;
-        w->writing_payload = 0;
-        cb_conn__written(c, n, CB_ECLOSED);
+    if (w->linger) {
+        uv_timer_stop(w->linger);
+        uv_close((uv_handle_t *)w->linger, on_handle_free);
     }
+    /* A write still in flight is cancelled without its callback; nothing
+     * queued will go out. */
+    free(w->writing);
+    c->inflight -= w->writing_payload + w->queued_payload;
     h2o_socket_close(sock);
     c->transport = NULL;
     wslay_event_context_free(w->ws);
@@ -180,11 +199,22 @@ static void close_socket(net_ws_t *w) {
 
 /* Graceful: the closing handshake's frame goes out after what is queued. An
  * abort (cb_conn_abort: a peer that does not read) closes now. */
+static void on_linger(uv_timer_t *t) { close_socket(t->data); }
+
+/* A peer that takes nothing (the closing frame included) would otherwise
+ * hold its descriptor for ever. */
+#define NET_WS_LINGER_MS 5000
+
 static void close_ws(cb_conn_t *c) {
     net_ws_t *w = W(c);
     if (!w || w->closing) return;
     w->closing = 1;
-    if (w->writing && c->write_failed) return close_socket(w);
+    if ((w->writing && c->write_failed) || w->io_dead) return close_socket(w);
+    if ((w->linger = malloc(sizeof *w->linger))) {
+        uv_timer_init(w->loop, w->linger);
+        w->linger->data = w;
+        uv_timer_start(w->linger, on_linger, NET_WS_LINGER_MS, 0);
+    }
     if (!w->peer_done) wslay_event_queue_close(w->ws, 1000, NULL, 0);
     pump(w);
 }
@@ -213,6 +243,7 @@ cb_conn_t *net_ws_open(cb_rpc_t *rpc, h2o_socket_t *sock) {
     wslay_event_config_set_max_recv_msg_length(w->ws, c->limits.max_message_bytes);
     c->in.kind = CB_FRAMING_WEBSOCKET;
     c->transport = w;
+    w->loop = setup.loop;
     w->c = c;
     w->sock = sock;
     sock->data = w;
@@ -220,8 +251,5 @@ cb_conn_t *net_ws_open(cb_rpc_t *rpc, h2o_socket_t *sock) {
 }
 
 void net_ws_start(cb_conn_t *c) {
-    net_ws_t *w = W(c);
-    if (!w || !w->sock || cb_conn_is_closing(c)) return;
-    if (w->sock->input->size) on_read(w->sock, NULL);
-    if ((w = W(c)) && !cb_conn_is_closing(c) && !c->paused) read_start(c);
+    if (!cb_conn_is_closing(c) && !c->paused) read_start(c);
 }
