@@ -8,28 +8,14 @@ import Testing
 /// driven by hand. Before the turn ends nothing of the reply was written;
 /// after it, the reply is there and the commit count moved.
 @Suite struct CommitBarrierTests {
-    /// A state directory that outlives the server using it.
-    final class StateDir {
-        let path: String
-        init() {
-            var template = Array("/tmp/cb-barrier-XXXXXX".utf8CString)
-            path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
-        }
-        deinit { _ = Glibc.system("rm -rf '\(path)'") }
-    }
-
     final class Server {
         let server: RPCServer
         let client: InProcessClient
         var store: Store { server.env.store! }
         private var nextID: Int64 = 1
 
-        init(_ dir: StateDir) throws {
-            var o = ServerOptions()
-            o.stateDirectory = dir.path
-            o.manualClock = true
-            o.logLevel = .error
-            server = try RPCServer(env: ServerEnvironment(loop: EventLoop(), options: o))
+        init(_ dir: TempStateDir) throws {
+            server = try makeStoreServer(dir)
             client = server.makeInProcessClient()
             _ = client.request("initialize", ["deviceId": "phone", "capabilities": ["notifications": false]])
         }
@@ -38,8 +24,7 @@ import Testing
         func send(_ method: String, _ params: JSON) -> (Int64, [JSON]) {
             let id = nextID
             nextID += 1
-            let msg: JSON = ["jsonrpc": "2.0", "id": .int(id), "method": .string(method), "params": params]
-            return (id, client.messages(client.send(msg.serialized() + "\n")))
+            return (id, client.sendRequest(id, method, params))
         }
 
         /// The reply to `id` must wait for the commit; after it, it must be there.
@@ -56,7 +41,7 @@ import Testing
     }
 
     @Test func everyDurableSyncMethodRepliesAfterItsCommit() throws {
-        let dir = StateDir()
+        let dir = TempStateDir("cb-barrier")
         let s = try Server(dir)
         s.expectAfterCommit("agent.event", ["sessionId": "s1", "type": "task_started", "projectPath": "/w/app"])
         s.expectAfterCommit("agent.event", ["sessionId": "s1", "type": "question", "questionId": "q1",
@@ -88,7 +73,7 @@ import Testing
     /// The async path: a hook's PermissionRequest is answered when a person
     /// decides, and that answer too waits for the commit of the decision.
     @Test func theHookAnswerWaitsForTheCommitOfTheDecision() throws {
-        let dir = StateDir()
+        let dir = TempStateDir("cb-barrier")
         let s = try Server(dir)
         let hook = s.server.makeInProcessClient()
         let ask: JSON = ["jsonrpc": "2.0", "id": 99, "method": "agent.hook",
@@ -113,7 +98,7 @@ import Testing
     /// -32050, not a result; the change is written again at the next turn
     /// that commits, so a restart finds it.
     @Test func aFailedCommitAnswersWithAnErrorAndTheSnapshotIsWrittenLater() throws {
-        let dir = StateDir()
+        let dir = TempStateDir("cb-barrier")
         do {
             let s = try Server(dir)
             try s.store.limitGrowth(pages: 0)

@@ -6,15 +6,6 @@ import Testing
 /// Device pairing, tokens, the gate of network connections, revocation and
 /// the audit log, through in-process clients that stand for network peers.
 @Suite struct DevicesTests {
-    final class StateDir {
-        let path: String
-        init() {
-            var template = Array("/tmp/cb-devices-XXXXXX".utf8CString)
-            path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
-        }
-        deinit { _ = Glibc.system("rm -rf '\(path)'") }
-    }
-
     /// A client that sends one request at a time and returns its reply, the
     /// store's turn ended so replies held for a commit are out.
     final class Peer {
@@ -26,8 +17,7 @@ import Testing
         func call(_ method: String, _ params: JSON = [:]) -> JSON? {
             let id = nextID
             nextID += 1
-            let msg: JSON = ["jsonrpc": "2.0", "id": .int(id), "method": .string(method), "params": params]
-            var out = client.messages(client.send(msg.serialized() + "\n"))
+            var out = client.sendRequest(id, method, params)
             client.server.env.store?.flush()
             out += client.messages(client.takeOutput())
             return out.first { $0["id"] == .int(id) }
@@ -42,12 +32,8 @@ import Testing
     final class Server {
         let server: RPCServer
         let local: Peer
-        init(_ dir: StateDir) throws {
-            var o = ServerOptions()
-            o.stateDirectory = dir.path
-            o.manualClock = true
-            o.logLevel = .error
-            server = try RPCServer(env: ServerEnvironment(loop: EventLoop(), options: o))
+        init(_ dir: TempStateDir) throws {
+            server = try makeStoreServer(dir)
             local = Peer(server.makeInProcessClient())
             _ = local.result("initialize", ["deviceId": "laptop", "capabilities": ["notifications": false]])
         }
@@ -72,7 +58,7 @@ import Testing
     static func code(_ reply: JSON?) -> Int64? { reply?["error"]?["code"]?.intValue }
 
     @Test func aPairedDeviceAuthenticatesWithItsTokenAndActsAsItself() throws {
-        let dir = StateDir(), s = try Server(dir)
+        let dir = TempStateDir("cb-devices"), s = try Server(dir)
         let (id, token) = s.pair()
         #expect(id.hasPrefix("dev-") && id.count == 20)
         #expect(token.count == 43)
@@ -87,14 +73,14 @@ import Testing
     }
 
     @Test func theUpgradesBearerTokenAuthenticatesToo() throws {
-        let dir = StateDir(), s = try Server(dir)
+        let dir = TempStateDir("cb-devices"), s = try Server(dir)
         let (id, token) = s.pair()
         let phone = s.remote(bearer: token)
         #expect(phone.result("initialize")?["deviceId"]?.stringValue == id)
     }
 
     @Test func codesWithAndWithoutDashInAnyCaseWork() throws {
-        let dir = StateDir(), s = try Server(dir)
+        let dir = TempStateDir("cb-devices"), s = try Server(dir)
         let code = s.code()
         #expect(code.count == 11 && code.contains("-"))
         let typed = String(code.filter { $0 != "-" }).lowercased()
@@ -102,7 +88,7 @@ import Testing
     }
 
     @Test func wrongExpiredAndReusedCodesAreRefused() throws {
-        let dir = StateDir(), s = try Server(dir)
+        let dir = TempStateDir("cb-devices"), s = try Server(dir)
         #expect(Self.code(s.remote().call("device.pair", ["code": "AAAAA-AAAAA", "name": "x"])) == -32001)
         let code = s.code()
         #expect(s.remote().result("device.pair", ["code": .string(code), "name": "x"]) != nil)
@@ -115,14 +101,14 @@ import Testing
     }
 
     @Test func pairingCodesAreIssuedToLocalClientsOnly() throws {
-        let dir = StateDir(), s = try Server(dir)
+        let dir = TempStateDir("cb-devices"), s = try Server(dir)
         let (_, token) = s.pair()
         let r = s.signedIn(token).call("device.pairingCode")
         #expect(Self.code(r) == -32001)
     }
 
     @Test func anUnauthenticatedCallIsRefusedAndTheThirdFailureCloses() throws {
-        let dir = StateDir(), s = try Server(dir)
+        let dir = TempStateDir("cb-devices"), s = try Server(dir)
         let stranger = s.remote()
         let first = stranger.call("session.list")
         #expect(Self.code(first) == -32001 && first?["error"]?["message"] == "Unauthorized")
@@ -134,7 +120,7 @@ import Testing
     }
 
     @Test func wrongAndRevokedTokensAreRefusedAndRevokingClosesTheOpenConnection() throws {
-        let dir = StateDir(), s = try Server(dir)
+        let dir = TempStateDir("cb-devices"), s = try Server(dir)
         let (id, token) = s.pair()
         let wrong = s.remote().call("initialize", ["auth": ["token": "AAAA"]])
         #expect(Self.code(wrong) == -32001 && Self.reason(wrong) == "unknown token")
@@ -151,7 +137,7 @@ import Testing
     }
 
     @Test func aDeviceMayRevokeAnotherAndItselfAfterItsReply() throws {
-        let dir = StateDir(), s = try Server(dir)
+        let dir = TempStateDir("cb-devices"), s = try Server(dir)
         let (tablet, tabletToken) = s.pair("tablet")
         let (phoneID, phoneToken) = s.pair("phone")
         let tab = s.signedIn(tabletToken), phone = s.signedIn(phoneToken)
@@ -162,7 +148,7 @@ import Testing
     }
 
     @Test func failedAttemptsAreRateLimitedPerHost() throws {
-        let dir = StateDir(), s = try Server(dir)
+        let dir = TempStateDir("cb-devices"), s = try Server(dir)
         for _ in 0..<10 { _ = s.remote("198.51.100.9:\(Int.random(in: 1000...60000))").call("device.pair", ["code": "AAAAA-AAAAA"]) }
         let limited = s.remote("198.51.100.9:4242").call("device.pair", ["code": .string(s.code()), "name": "x"])
         #expect(Self.code(limited) == -32001 && Self.reason(limited) == "rate limited")
@@ -175,7 +161,7 @@ import Testing
     }
 
     @Test func anAuthenticatedDeviceCannotNameAnotherDevice() throws {
-        let dir = StateDir(), s = try Server(dir)
+        let dir = TempStateDir("cb-devices"), s = try Server(dir)
         let (id, token) = s.pair()
         let wrongID = s.remote().call("initialize", ["auth": ["token": .string(token)], "deviceId": "someone-else"])
         #expect(Self.code(wrongID) == -32602)
@@ -188,7 +174,7 @@ import Testing
     }
 
     @Test func decisionsPairingsAndRevocationsAreAuditedWithDeviceAndAddress() throws {
-        let dir = StateDir(), s = try Server(dir)
+        let dir = TempStateDir("cb-devices"), s = try Server(dir)
         let (id, token) = s.pair()
         let phone = s.signedIn(token)
         _ = s.local.result("agent.event", ["sessionId": "s1", "type": "approval_request", "requestId": "r1",
@@ -227,7 +213,7 @@ import Testing
     }
 
     @Test func aDeviceSurvivesARestartAndOnlyItsTokenHashIsStored() throws {
-        let dir = StateDir()
+        let dir = TempStateDir("cb-devices")
         var paired: (id: String, token: String) = ("", "")
         do {
             let s = try Server(dir)

@@ -11,6 +11,8 @@ spawn        factory: ``spawn(*args, framing="ndjson"|"lsp", initialize=True,
 server       an initialized NDJSON client on ``serve --ephemeral --manual-clock``.
 lsp_server   the same over LSP (Content-Length) framing.
 raw_server   an NDJSON client that has NOT sent initialize.
+sockdir      a fresh short directory under /tmp (unix socket paths are limited
+             to ~107 bytes), removed after the test.
 
 Client (one server process)
 ---------------------------
@@ -38,20 +40,25 @@ used (the server must answer in the client's framing).
 validate_result(method, result)  jsonschema check against the spec (refs under
     #/components/schemas resolved). validate_error(err) checks an error object.
 spec()  the parsed rpc-spec/openrpc.json.
+
+The spec checks, RPCFailure and the calls (call/request/notify/initialize, the
+RPCClient mixin) live in rpcclient.py, shared with the network and socket
+clients; they are re-exported here.
 """
 import json
 import os
 import queue
+import shutil
 import subprocess
+import tempfile
 import threading
 import time
 
-import jsonschema
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SPEC_PATH = os.path.join(ROOT, "rpc-spec", "openrpc.json")
-
+from rpcclient import (  # noqa: F401  (re-exported: the tests import these from conftest)
+    NOTIFICATION_SCHEMAS, ROOT, SPEC_PATH, RPCClient, RPCFailure, _schema_with_components, frame,
+    is_notification, spec, split_frame, validate_error, validate_notification, validate_response, validate_result)
 
 def binary():
     env = os.environ.get("CODINGBRIDGE_BIN")
@@ -62,61 +69,6 @@ def binary():
         if os.path.exists(p):
             return p
     pytest.fail("codingbridge binary not found: build it or set CODINGBRIDGE_BIN")
-
-
-_spec = None
-
-
-def spec():
-    global _spec
-    if _spec is None:
-        with open(SPEC_PATH, encoding="utf-8") as f:
-            _spec = json.load(f)
-    return _spec
-
-
-def _method(name):
-    for m in spec()["methods"]:
-        if m["name"] == name:
-            return m
-    return None
-
-
-def _schema_with_components(schema):
-    # Refs in the spec point at #/components/...; give the schema that root.
-    s = dict(schema)
-    s["components"] = spec().get("components", {})
-    return s
-
-
-# Server->client notifications and the spec schema of their params.
-NOTIFICATION_SCHEMAS = {
-    "notification.post": "NotificationPostParams",
-    "notification.clear": "NotificationClearParams",
-    "banner.show": "BannerShowParams",
-    "activity.start": "ActivityContent",
-    "activity.update": "ActivityContent",
-    "activity.end": "ActivityContent",
-    "badge.update": "BadgeUpdateParams",
-    "approval.resolved": "ApprovalResolvedParams",
-    "question.answered": "QuestionAnsweredParams",
-    "session.changed": "SessionChangedParams",
-    "connection.retry": "ConnectionRetryParams",
-    "background.end": "BackgroundEndParams",
-    "outbox.deliver": "OutboxDeliverParams",
-    "outbox.undeliverable": "OutboxUndeliverableParams",
-}
-
-
-def validate_notification(method, params):
-    """Checks a notification's params against its schema (the method must be in
-    NOTIFICATION_SCHEMAS); returns the params."""
-    name = NOTIFICATION_SCHEMAS[method]
-    try:
-        jsonschema.validate(params, _schema_with_components({"$ref": f"#/components/schemas/{name}"}))
-    except jsonschema.ValidationError as e:
-        pytest.fail(f"{method} params do not match {name}: {e.message}\n{params}")
-    return params
 
 
 class Steps:
@@ -160,60 +112,20 @@ def only(notes, method):
     return [n["params"] for n in notes if n["method"] == method]
 
 
-def validate_result(method, result):
-    """Fails the test if `result` does not match `method`'s result schema."""
-    m = _method(method)
-    assert m is not None, f"method {method!r} is not in rpc-spec/openrpc.json"
-    assert "result" in m, f"method {method!r} has no result in the spec"
-    schema = m["result"].get("schema", {})
-    try:
-        jsonschema.validate(result, _schema_with_components(schema))
-    except jsonschema.ValidationError as e:
-        pytest.fail(f"{method} result does not match the spec: {e.message}\nresult: {json.dumps(result)[:2000]}")
+class Client(RPCClient):
+    strict = True  # the first reply while waiting must be the one awaited
 
-
-def validate_error(err):
-    assert isinstance(err, dict), err
-    assert isinstance(err.get("code"), int), err
-    assert isinstance(err.get("message"), str) and err["message"], err
-    assert set(err) <= {"code", "message", "data"}, err
-
-
-def validate_response(msg):
-    """A JSON-RPC 2.0 response object: exactly one of result/error, an id."""
-    assert isinstance(msg, dict), msg
-    assert msg.get("jsonrpc") == "2.0", msg
-    assert "id" in msg, msg
-    assert ("result" in msg) != ("error" in msg), msg
-    assert set(msg) <= {"jsonrpc", "id", "result", "error"}, msg
-    if "error" in msg:
-        validate_error(msg["error"])
-
-
-class RPCFailure(Exception):
-    def __init__(self, error):
-        self.code = error.get("code")
-        self.message = error.get("message")
-        self.data = error.get("data")
-        super().__init__(f"{self.code} {self.message} {json.dumps(self.data)}")
-
-
-_AUTO = object()
-
-
-class Client:
     def __init__(self, args, framing="ndjson", stdin=subprocess.PIPE, env=None):
         self.framing = framing
         self.proc = subprocess.Popen(
             [binary(), "serve", *args], stdin=stdin, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, env={**os.environ, **(env or {})}, bufsize=0)
         self._msgs = queue.Queue()
-        self.notifications = []
+        self._init_rpc()  # notifications: filed by the reader thread
         self._taken = set()
         self.frames = []  # framing of each message received: "lsp" or "ndjson"
         self._note_cv = threading.Condition()
         self._err = bytearray()
-        self._next_id = 1
         self._reader = threading.Thread(target=self._read_loop, daemon=True)
         self._reader.start()
         threading.Thread(target=self._err_loop, daemon=True).start()
@@ -232,34 +144,13 @@ class Client:
                     break
                 buf += chunk
                 while True:
-                    body, buf = self._split(buf)
+                    framing, body, buf = split_frame(buf)
                     if body is None:
                         break
+                    self.frames.append(framing)
                     self._deliver(body)
         finally:
             self._msgs.put(EOFError("server closed stdout"))
-
-    def _split(self, buf):
-        # The server answers in the peer's framing; accept either to detect mistakes.
-        if buf.startswith(b"Content-Length:"):
-            end = buf.find(b"\r\n\r\n")
-            if end < 0:
-                return None, buf
-            n = None
-            for line in buf[:end].split(b"\r\n"):
-                k, _, v = line.partition(b":")
-                if k.strip().lower() == b"content-length":
-                    n = int(v.strip())
-            assert n is not None, buf[:end]
-            if len(buf) < end + 4 + n:
-                return None, buf
-            self.frames.append("lsp")
-            return buf[end + 4:end + 4 + n], buf[end + 4 + n:]
-        nl = buf.find(b"\n")
-        if nl < 0:
-            return None, buf
-        self.frames.append("ndjson")
-        return buf[:nl], buf[nl + 1:]
 
     def _deliver(self, body):
         try:
@@ -267,7 +158,7 @@ class Client:
         except ValueError as e:
             self._msgs.put(AssertionError(f"server wrote invalid JSON: {body[:200]!r}: {e}"))
             return
-        if isinstance(msg, dict) and "method" in msg and "id" not in msg:
+        if is_notification(msg):
             with self._note_cv:
                 self.notifications.append(msg)
                 self._note_cv.notify_all()
@@ -297,6 +188,8 @@ class Client:
             raise m
         return m
 
+    _next = recv  # the RPCClient primitive: notifications never reach it
+
     def expect_silence(self, seconds=0.3):
         try:
             m = self._msgs.get(timeout=seconds)
@@ -325,9 +218,7 @@ class Client:
 
     # -- writing ---------------------------------------------------------
     def frame(self, body: bytes) -> bytes:
-        if self.framing == "lsp":
-            return b"Content-Length: %d\r\n\r\n" % len(body) + body
-        return body + b"\n"
+        return frame(body, self.framing)
 
     def send_raw(self, data: bytes):
         self.proc.stdin.write(data)
@@ -335,42 +226,6 @@ class Client:
 
     def send(self, obj):
         self.send_raw(self.frame(json.dumps(obj).encode()))
-
-    def notify(self, method, params=None):
-        msg = {"jsonrpc": "2.0", "method": method}
-        if params is not None:
-            msg["params"] = params
-        self.send(msg)
-
-    def call(self, method, params=None, id=_AUTO, timeout=5):
-        if id is _AUTO:
-            id = self._next_id
-            self._next_id += 1
-        msg = {"jsonrpc": "2.0", "method": method, "id": id}
-        if params is not None:
-            msg["params"] = params
-        self.send(msg)
-        while True:
-            r = self.recv(timeout)
-            if isinstance(r, dict) and r.get("id") == id:
-                validate_response(r)
-                return r
-            pytest.fail(f"unexpected message while waiting for id {id}: {r!r}")
-
-    def request(self, method, params=None, timeout=5, validate=True):
-        r = self.call(method, params, timeout=timeout)
-        if "error" in r:
-            raise RPCFailure(r["error"])
-        if validate:
-            validate_result(method, r["result"])
-        return r["result"]
-
-    def initialize(self, **params):
-        p = {"clientInfo": {"name": "pytest", "version": "1"}, "capabilities": {}}
-        p.update(params)
-        result = self.request("initialize", p)
-        self.notify("initialized", {})
-        return result
 
     # -- lifecycle -------------------------------------------------------
     def close_stdin(self):
@@ -388,6 +243,29 @@ class Client:
             self.proc.wait(timeout=10)
 
 
+def flood_unread(s, data, reset_ok=False, stuck_for=0.5):
+    """Sends `data` again and again on the non-blocking socket `s`, never reading,
+    until the peer has taken nothing for `stuck_for` seconds -> (bytes sent,
+    reset). reset: the peer dropped the connection first (with reset_ok; else
+    the error is raised). Fails if the peer takes a gigabyte."""
+    sent, stuck_since = 0, None
+    while True:
+        try:
+            sent += s.send(data)
+            stuck_since = None
+        except BlockingIOError:
+            # the server stopped reading it (its replies are not taken)
+            stuck_since = stuck_since or time.monotonic()
+            if time.monotonic() - stuck_since > stuck_for:
+                return sent, False
+            time.sleep(0.01)
+        except (ConnectionResetError, BrokenPipeError):
+            if not reset_ok:
+                raise
+            return sent, True
+        assert sent < 1 << 30, "the server kept reading a client that never reads"
+
+
 @pytest.fixture
 def spawn():
     clients = []
@@ -402,6 +280,15 @@ def spawn():
     yield make
     for c in clients:
         c.kill()
+
+
+@pytest.fixture
+def sockdir():
+    """A fresh directory under /tmp, removed after the test: unix socket paths
+    are limited to ~107 bytes and pytest's tmp_path can be longer."""
+    d = tempfile.mkdtemp(prefix="cb-", dir="/tmp")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture

@@ -5,8 +5,9 @@ NetServer     `codingbridge serve --listen ws://127.0.0.1:0 --listen unix --no-s
               listen.json; `stop()` sends SIGTERM and, if the process is still
               there after a short grace, SIGKILL.
 WS            a JSON-RPC client over a real WebSocket (websockets' sync client):
-              call/request/initialize/wait_notification like conftest's Client.
-Unix          a JSON-RPC client on the daemon's unix socket (the trusted side).
+              call/request/initialize/wait_notification (rpcclient.RPCClient).
+Unix          a JSON-RPC client on the daemon's unix socket (the trusted side;
+              rpcclient.SocketClient).
 raw_http()    one raw HTTP/1.1 exchange on a TCP socket: status, headers, body and
               whether the server closed the connection.
 ws_frame()    a masked client frame built by hand (for clients that misbehave).
@@ -32,8 +33,8 @@ import time
 import pytest
 from websockets.sync.client import connect
 
-from conftest import RPCFailure, binary, validate_notification, validate_response, validate_result, \
-    NOTIFICATION_SCHEMAS
+from conftest import binary
+from rpcclient import RPCClient, SocketClient
 
 STOP_GRACE_S = 0.5
 
@@ -163,8 +164,9 @@ class NetServer:
 # ---- clients ---------------------------------------------------------------
 
 
-class WS:
+class WS(RPCClient):
     """JSON-RPC over one WebSocket (text frames, one message per frame)."""
+    client_name = "test_network"
 
     def __init__(self, url, **kw):
         kw.setdefault("open_timeout", 5)
@@ -174,23 +176,13 @@ class WS:
             kw.pop("ssl", None)
         # entered as a context manager (websockets 17 warns otherwise); closed by close()
         self.ws = connect(url, **kw).__enter__()
-        self.notifications = []
-        self.replies = {}
-        self.next_id = 1
+        self._init_rpc()
 
     def send(self, obj):
         self.ws.send(json.dumps(obj))
 
-    def _take(self, timeout):
-        m = json.loads(self.ws.recv(timeout=timeout))
-        if isinstance(m, dict) and "method" in m and "id" not in m:
-            self.notifications.append(m)
-        elif isinstance(m, dict):
-            validate_response(m)
-            self.replies[m["id"]] = m
-        else:  # a batch reply
-            self.replies[("batch", len(self.replies))] = m
-        return m
+    def _next(self, timeout):
+        return json.loads(self.ws.recv(timeout=timeout))
 
     def recv(self, timeout=5):
         """Next response or batch reply (notifications are kept aside)."""
@@ -201,63 +193,6 @@ class WS:
                 return self.replies.pop(k)
             self._take(max(0.001, deadline - time.monotonic()))
 
-    def call_async(self, method, params=None, id=None):
-        if id is None:
-            id = self.next_id
-            self.next_id += 1
-        msg = {"jsonrpc": "2.0", "id": id, "method": method}
-        if params is not None:
-            msg["params"] = params
-        self.send(msg)
-        return id
-
-    def reply(self, id, timeout=5):
-        deadline = time.monotonic() + timeout
-        while id not in self.replies:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"no reply to {id!r} within {timeout}s")
-            self._take(left)
-        return self.replies.pop(id)
-
-    def call(self, method, params=None, timeout=5):
-        return self.reply(self.call_async(method, params), timeout)
-
-    def request(self, method, params=None, timeout=5, validate=True):
-        r = self.call(method, params, timeout)
-        if "error" in r:
-            raise RPCFailure(r["error"])
-        if validate:
-            validate_result(method, r["result"])
-        return r["result"]
-
-    def notify(self, method, params=None):
-        msg = {"jsonrpc": "2.0", "method": method}
-        if params is not None:
-            msg["params"] = params
-        self.send(msg)
-
-    def initialize(self, **params):
-        p = {"clientInfo": {"name": "test_network", "version": "1"}, "capabilities": {}}
-        p.update(params)
-        r = self.request("initialize", p)
-        self.notify("initialized", {})
-        return r
-
-    def wait_notification(self, method, predicate=None, timeout=5):
-        deadline = time.monotonic() + timeout
-        while True:
-            for i, n in enumerate(self.notifications):
-                if n["method"] == method and (predicate is None or predicate(n.get("params"))):
-                    params = self.notifications.pop(i).get("params")
-                    if method in NOTIFICATION_SCHEMAS:
-                        validate_notification(method, params)
-                    return params
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"no {method}; got {[n['method'] for n in self.notifications]}")
-            self._take(left)
-
     def close(self):
         try:
             self.ws.close()
@@ -265,62 +200,9 @@ class WS:
             pass
 
 
-class Unix:
+class Unix(SocketClient):
     """NDJSON JSON-RPC on the daemon's unix socket."""
-
-    def __init__(self, path):
-        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.s.connect(path)
-        self.buf = b""
-        self.next_id = 1
-        self.notifications = []
-
-    def send(self, obj):
-        self.s.sendall(json.dumps(obj).encode() + b"\n")
-
-    def call(self, method, params=None, timeout=5):
-        rid = self.next_id
-        self.next_id += 1
-        msg = {"jsonrpc": "2.0", "id": rid, "method": method}
-        if params is not None:
-            msg["params"] = params
-        self.send(msg)
-        deadline = time.monotonic() + timeout
-        while True:
-            while b"\n" in self.buf:
-                line, self.buf = self.buf.split(b"\n", 1)
-                m = json.loads(line)
-                if isinstance(m, dict) and "method" in m and "id" not in m:
-                    self.notifications.append(m)
-                elif isinstance(m, dict) and m.get("id") == rid:
-                    validate_response(m)
-                    return m
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"no reply to {method}")
-            self.s.settimeout(left)
-            chunk = self.s.recv(1 << 20)
-            if not chunk:
-                raise EOFError("server closed the unix socket")
-            self.buf += chunk
-
-    def request(self, method, params=None, timeout=5, validate=True):
-        r = self.call(method, params, timeout)
-        if "error" in r:
-            raise RPCFailure(r["error"])
-        if validate:
-            validate_result(method, r["result"])
-        return r["result"]
-
-    def initialize(self, **params):
-        p = {"clientInfo": {"name": "test_network-unix", "version": "1"}, "capabilities": {}}
-        p.update(params)
-        r = self.request("initialize", p)
-        self.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
-        return r
-
-    def close(self):
-        self.s.close()
+    client_name = "test_network-unix"
 
 
 # ---- raw HTTP and frames -----------------------------------------------------

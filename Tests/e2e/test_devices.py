@@ -5,10 +5,8 @@ codes (0 ok, 1 failure, 2 usage)."""
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
-import tempfile
 import time
 import pytest
 from conftest import binary, validate_result
@@ -50,10 +48,8 @@ class Daemon:
 
 
 @pytest.fixture
-def state():
-    d = tempfile.mkdtemp(prefix="cbd", dir="/tmp")
-    yield d
-    shutil.rmtree(d)
+def state(sockdir):
+    return sockdir
 
 
 @pytest.fixture

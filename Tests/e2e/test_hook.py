@@ -11,10 +11,8 @@ drives it as another socket client (the phone), like a real deployment.
 import json
 import os
 import queue
-import shutil
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 
@@ -167,14 +165,6 @@ def wait_until(cond, what, timeout=10):
     while not cond():
         assert time.monotonic() < deadline, what
         time.sleep(0.02)
-
-
-@pytest.fixture
-def sockdir():
-    # Unix socket paths are limited to ~107 bytes: keep it short.
-    d = tempfile.mkdtemp(prefix="cbh", dir="/tmp")
-    yield d
-    shutil.rmtree(d)
 
 
 @pytest.fixture

@@ -12,28 +12,19 @@ import json
 import os
 import resource
 import selectors
-import shutil
 import signal
 import socket
 import stat
 import subprocess
 import tempfile
-import threading
 import time
 
 import pytest
 
-from conftest import RPCFailure, binary, validate_notification, validate_response, validate_result
+from conftest import binary, flood_unread, validate_notification, validate_response, validate_result
+from rpcclient import SocketClient
 
 BASH_NPM_TEST = {"toolName": "Bash", "input": {"command": "npm test"}}
-
-
-@pytest.fixture
-def sockdir():
-    # unix socket paths are limited to ~107 bytes: pytest's tmp_path can be longer
-    d = tempfile.mkdtemp(prefix="cbl-", dir="/tmp")
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 class Server:
@@ -100,118 +91,11 @@ def servers():
         s.stop()
 
 
-class Sock:
+class Sock(SocketClient):
     """One socket client: NDJSON or LSP framing, replies by id, notifications kept."""
-
-    def __init__(self, path, framing="ndjson"):
-        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.s.connect(path)
-        self.framing = framing
-        self.buf = b""
-        self.replies = {}
-        self.notifications = []
-        self.frames = []
-        self.eof = False
-        self.next_id = 1
-        self.lock = threading.Lock()
-
-    def send(self, obj):
-        body = json.dumps(obj).encode()
-        if self.framing == "lsp":
-            self.s.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-        else:
-            self.s.sendall(body + b"\n")
-
-    def _pump(self, timeout):
-        self.s.settimeout(timeout)
-        try:
-            chunk = self.s.recv(1 << 20)
-        except socket.timeout:
-            return False
-        except ConnectionResetError:
-            chunk = b""
-        if not chunk:
-            self.eof = True
-            return False
-        self.buf += chunk
-        while True:
-            if self.buf.startswith(b"Content-Length:"):
-                end = self.buf.find(b"\r\n\r\n")
-                if end < 0:
-                    break
-                n = int(self.buf[15:end].strip())
-                if len(self.buf) < end + 4 + n:
-                    break
-                body, self.buf = self.buf[end + 4:end + 4 + n], self.buf[end + 4 + n:]
-                self.frames.append("lsp")
-            else:
-                nl = self.buf.find(b"\n")
-                if nl < 0:
-                    break
-                body, self.buf = self.buf[:nl], self.buf[nl + 1:]
-                self.frames.append("ndjson")
-            m = json.loads(body)
-            if isinstance(m, dict) and "method" in m and "id" not in m:
-                self.notifications.append(m)
-            else:
-                validate_response(m)
-                self.replies[m["id"]] = m
-        return True
-
-    def call_async(self, method, params=None):
-        rid = self.next_id
-        self.next_id += 1
-        msg = {"jsonrpc": "2.0", "id": rid, "method": method}
-        if params is not None:
-            msg["params"] = params
-        self.send(msg)
-        return rid
-
-    def reply(self, rid, timeout=10):
-        deadline = time.monotonic() + timeout
-        while rid not in self.replies:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"no reply to {rid}")
-            if not self._pump(min(left, 0.5)) and self.eof:
-                raise EOFError("server closed the connection")
-        return self.replies.pop(rid)
-
-    def call(self, method, params=None, timeout=10):
-        return self.reply(self.call_async(method, params), timeout)
-
-    def request(self, method, params=None, timeout=10):
-        r = self.call(method, params, timeout)
-        if "error" in r:
-            raise RPCFailure(r["error"])
-        validate_result(method, r["result"])
-        return r["result"]
-
-    def initialize(self, **params):
-        p = {"clientInfo": {"name": "test_listen", "version": "1"}, "capabilities": {}}
-        p.update(params)
-        r = self.request("initialize", p)
-        self.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
-        return r
-
-    def wait_notification(self, method, predicate=None, timeout=10):
-        deadline = time.monotonic() + timeout
-        while True:
-            for i, n in enumerate(self.notifications):
-                if n["method"] == method and (predicate is None or predicate(n.get("params"))):
-                    return self.notifications.pop(i)["params"]
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"no {method}; got {[n['method'] for n in self.notifications]}")
-            self._pump(min(left, 0.5))
-
-    def drain(self, seconds=0.2):
-        end = time.monotonic() + seconds
-        while time.monotonic() < end and self._pump(max(0.01, end - time.monotonic())):
-            pass
-
-    def close(self):
-        self.s.close()
+    client_name = "test_listen"
+    timeout = 10
+    check_notifications = False
 
 
 def sock_path(d):
@@ -603,19 +487,7 @@ def test_client_that_never_reads(sockdir, servers):
     # the slow client floods requests and never reads a reply
     slow.s.setblocking(False)
     req = b'{"jsonrpc":"2.0","id":1,"method":"session.list"}\n' * 256
-    sent = 0
-    stuck_since = None
-    while True:
-        try:
-            sent += slow.s.send(req)
-            stuck_since = None
-        except BlockingIOError:
-            # the server stopped reading it (its replies are not taken)
-            stuck_since = stuck_since or time.monotonic()
-            if time.monotonic() - stuck_since > 0.5:
-                break
-            time.sleep(0.01)
-        assert sent < 1 << 30, "the server kept reading a client that never reads"
+    flood_unread(slow.s, req)
     # meanwhile everyone else is served, and broadcasts keep flowing to them
     for i in range(300):
         other.request("agent.event", {"sessionId": f"s{i % 7}", "type": "tool_use", "toolName": "Bash",
