@@ -88,7 +88,7 @@ net_e2e() {  # the ASan daemon under the network e2e tests
     logs=$(mktemp -d)
     set +e
     ASAN_OPTIONS="$asan_opts:log_path=$logs/asan" CODINGBRIDGE_BIN="$scratch/debug/codingbridge" \
-        python3 -m pytest -q Tests/e2e/test_network.py Tests/e2e/test_network_browser.py \
+        python3 -m pytest -q Tests/e2e/test_network.py Tests/e2e/test_network_hostile.py Tests/e2e/test_network_browser.py \
         Tests/e2e/test_devices.py Tests/e2e/test_http_hooks.py 2>&1 | tail -n 15 >&2
     rc=${PIPESTATUS[0]}
     set -e

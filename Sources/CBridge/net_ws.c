@@ -209,7 +209,7 @@ static void close_ws(cb_conn_t *c) {
     net_ws_t *w = W(c);
     if (!w || w->closing) return;
     w->closing = 1;
-    if ((w->writing && c->write_failed) || w->io_dead) return close_socket(w);
+    if (c->write_failed || w->io_dead) return close_socket(w); /* aborted, or the socket failed */
     if ((w->linger = malloc(sizeof *w->linger))) {
         uv_timer_init(w->loop, w->linger);
         w->linger->data = w;
