@@ -14,7 +14,8 @@ public final class HookRequestHandle: ReplyTarget {
 
     /// The key the request's approval waits under (`HookWaiters`).
     let key: Int
-    private let env: ServerEnvironment
+    /// weak: the server's waiters hold this handle while it waits.
+    private weak var env: ServerEnvironment?
     private var respond: Respond?
     private var stopBackstop: (() -> Void)?
 
@@ -24,12 +25,15 @@ public final class HookRequestHandle: ReplyTarget {
         self.respond = respond
     }
 
+    /// A server torn down with the request still waiting: its timer goes too.
+    deinit { stopBackstop?() }
+
     /// The response was sent (or the request cancelled).
     public var isFinished: Bool { respond == nil }
 
     /// The HTTP client is gone: drop the answer, cancel what it waited for.
     public func cancel() {
-        guard take() != nil else { return }
+        guard take() != nil, let env else { return }
         env.waiters.connectionClosed(key, host: env.engine)
     }
 
@@ -46,10 +50,11 @@ public final class HookRequestHandle: ReplyTarget {
     /// stuck), Claude Code gets no output and the approval is cancelled, as
     /// when the command hook gives up at its --timeout and closes its socket.
     func giveUp(afterSeconds seconds: Double, on endpoint: RPCEndpoint) {
-        // Holds the handle until then; `take()` breaks the cycle.
-        stopBackstop = endpoint.after(ms: UInt64(seconds * 1000)) { [self] in
-            guard let r = take() else { return }
-            env.waiters.connectionClosed(key, host: env.engine)
+        // weak: whoever waits on the request (HookWaiters, the listener)
+        // holds the handle; the timer must not keep a server alive.
+        stopBackstop = endpoint.after(ms: UInt64(seconds * 1000)) { [weak self] in
+            guard let self, let r = take() else { return }
+            if let env { env.waiters.connectionClosed(key, host: env.engine) }
             r(200, "")
         }
     }
