@@ -152,8 +152,10 @@ static void on_upgraded(void *data, h2o_socket_t *sock, size_t reqsize) {
             h2o_socket_close(sock);
         } else {
             n->accepted++;
+            cb_conn_retain(c); /* the owner may refuse (abort) it at once */
             n->cbs.on_accept(n, c, u->peer, u->bearer);
             net_ws_start(c);
+            cb_conn_release(c);
         }
     }
     free(u->bearer);

@@ -211,8 +211,10 @@ def test_client_that_never_reads_does_not_stop_others(net):
     frame = ws_frame(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "rpc.discover"})) * 64
     # flood requests (large replies) and never read; reset: already dropped by the slow-client policy
     _, reset = flood_unread(slow, frame, reset_ok=True)
-    # past the stall timeout the slow one is dropped; the daemon stays up
+    # past the stall timeout the slow one is dropped; the daemon stays up. Not
+    # reading meanwhile: reading would be progress, and the client no longer stalled.
     dropped = reset
+    time.sleep(4)
     deadline = time.monotonic() + 10
     slow.setblocking(True)
     slow.settimeout(0.5)
