@@ -120,14 +120,49 @@ enum PairingURL {
         var certSha256: String?
     }
 
+    /// The first listener a phone can reach: loopback ones only when there
+    /// is nothing else, and a wildcard address (0.0.0.0, ::) replaced by
+    /// this machine's first address on a real interface.
     static func firstListener(stateDir: String) -> Listener? {
         guard let text = readSmallFile(stateDir + "/listen.json"), let doc = JSON.parse(text),
-              let first = doc["listen"]?.arrayValue?.first, let url = first["url"]?.stringValue else { return nil }
-        // The web app is served at the root of the listener: keep scheme://host:port.
+              let entries = doc["listen"]?.arrayValue else { return nil }
+        let parsed = entries.compactMap { e in e["url"]?.stringValue.flatMap { parse($0, cert: e["certSha256"]?.stringValue) } }
+        guard var pick = parsed.first(where: { !$0.isLoopback }) ?? parsed.first else { return nil }
+        if pick.host == "0.0.0.0" || pick.host == "[::]", let here = externalAddress() { pick.host = here }
+        return Listener(base: pick.scheme + pick.host + ":" + pick.port, certSha256: pick.cert)
+    }
+
+    private struct Entry {
+        var scheme, host, port: String
+        var cert: String?
+        var isLoopback: Bool { host.hasPrefix("127.") || host == "[::1]" || host == "localhost" }
+    }
+
+    /// The web app is served at the root of the listener: scheme://host:port.
+    private static func parse(_ url: String, cert: String?) -> Entry? {
         let schemes = [("wss://", "https://"), ("ws://", "http://"), ("https://", "https://"), ("http://", "http://")]
         guard let (from, to) = schemes.first(where: { url.hasPrefix($0.0) }) else { return nil }
         let authority = url.dropFirst(from.count).prefix { $0 != "/" }
-        return Listener(base: to + authority, certSha256: first["certSha256"]?.stringValue)
+        guard let colon = authority.lastIndex(of: ":") else { return nil }
+        return Entry(scheme: to, host: String(authority[..<colon]), port: String(authority[authority.index(after: colon)...]), cert: cert)
+    }
+
+    /// The first IPv4 address of an interface that is up and not loopback.
+    private static func externalAddress() -> String? {
+        var list: UnsafeMutablePointer<ifaddrs>?
+        guard getifaddrs(&list) == 0 else { return nil }
+        defer { freeifaddrs(list) }
+        var p = list
+        while let a = p?.pointee {
+            defer { p = a.ifa_next }
+            let up = a.ifa_flags & UInt32(IFF_UP) != 0, loop = a.ifa_flags & UInt32(IFF_LOOPBACK) != 0
+            guard up, !loop, let sa = a.ifa_addr, sa.pointee.sa_family == sa_family_t(AF_INET) else { continue }
+            var buf = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+            var sin = UnsafeRawPointer(sa).load(as: sockaddr_in.self).sin_addr
+            guard inet_ntop(AF_INET, &sin, &buf, socklen_t(buf.count)) != nil else { continue }
+            return String(cString: buf)
+        }
+        return nil
     }
 
     private static func readSmallFile(_ path: String) -> String? {

@@ -91,6 +91,22 @@ def test_a_wss_listener_gives_an_https_url_and_the_certificate_fingerprint(daemo
     assert "AB:CD:EF" in out
 
 
+def test_the_url_is_one_a_phone_can_reach(daemon):
+    # a LAN listener wins over a loopback one; a wildcard address becomes an
+    # address of this machine
+    with open(os.path.join(daemon.state, "listen.json"), "w") as f:
+        json.dump({"listen": [{"url": "ws://127.0.0.1:41234", "certSha256": None},
+                              {"url": "wss://0.0.0.0:8443", "certSha256": "ab"}]}, f)
+    rc, out, err = devices("pair", state=daemon.state)
+    assert rc == 0, err
+    url = re.search(r"Open on the device: (\S+)", out).group(1)
+    assert url.startswith("https://") and ":8443/#pair=" in url, url
+    assert "127.0.0.1" not in url
+    host = url[len("https://"):].split(":")[0]
+    if host != "0.0.0.0":  # (a machine without any interface but loopback keeps it)
+        socket.inet_aton(host)
+
+
 def test_a_paired_device_is_listed_and_revoked(daemon):
     _, out, _ = devices("pair", state=daemon.state)
     code = CODE.search(out).group(1)
