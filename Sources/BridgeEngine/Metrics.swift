@@ -31,6 +31,8 @@ public struct Metrics: Equatable, Sendable {
     public private(set) var latencyCount = 0
     public private(set) var latencyTotalMs: Int64 = 0
     public private(set) var latencyMaxMs: Int64 = 0
+    /// `sentAt` values left out of the latency figures as implausible.
+    public private(set) var implausibleSentAt = 0
 
     public init() {}
 
@@ -39,12 +41,16 @@ public struct Metrics: Equatable, Sendable {
     public mutating func count(_ m: BackgroundMetric, by n: Int = 1) { counters[m, default: 0] += n }
     mutating func missedApproval() { missedApprovals += 1 }
     /// A `sentAt` further than a day from now is not a latency (a clock in
-    /// seconds, or garbage): it is left out rather than skew the figures.
+    /// seconds, or garbage): it is left out rather than skew the figures,
+    /// and counted.
     static let plausibleLatencyMs: Int64 = 86_400_000
 
     mutating func latency(sentAt: Int64, now: Int64) {
         let (ms, overflow) = now.subtractingReportingOverflow(sentAt)
-        guard !overflow, abs(ms) <= Self.plausibleLatencyMs else { return }
+        guard !overflow, abs(ms) <= Self.plausibleLatencyMs else {
+            implausibleSentAt += 1
+            return
+        }
         let v = max(0, ms)
         latencyCount += 1
         latencyTotalMs = latencyTotalMs.addingReportingOverflow(v).overflow ? .max : latencyTotalMs + v
@@ -52,20 +58,23 @@ public struct Metrics: Equatable, Sendable {
     }
 
     /// The latency figures of a snapshot (they survive restarts like the counters).
-    mutating func restoreLatency(count: Int, totalMs: Int64, maxMs: Int64) {
+    mutating func restoreLatency(count: Int, totalMs: Int64, maxMs: Int64, implausible: Int) {
         latencyCount = max(0, count)
         latencyTotalMs = max(0, totalMs)
         latencyMaxMs = max(0, maxMs)
+        implausibleSentAt = max(0, implausible)
     }
 
     public var latencyAverageMs: Double? {
         latencyCount == 0 ? nil : Double(latencyTotalMs) / Double(latencyCount)
     }
 
-    /// successes / attempts; 1.0 with no attempts (nothing failed to recover).
+    /// successes / attempts, within [0, 1]; 1.0 with no attempts (nothing
+    /// failed to recover). The app reports both counters: more successes
+    /// than attempts is its miscount, not a rate above 100 %.
     public var recoveryRate: Double {
         let attempts = self[.backgroundRecoveryAttempted]
         guard attempts > 0 else { return 1.0 }
-        return Double(self[.backgroundRecoverySucceeded]) / Double(attempts)
+        return min(1, max(0, Double(self[.backgroundRecoverySucceeded]) / Double(attempts)))
     }
 }

@@ -156,7 +156,8 @@ extension Engine {
                                               "device": opt($0.device)] } ?? .null,
             "metrics": ["counters": .object(counters), "missedApprovals": .int(Int64(state.metrics.missedApprovals)),
                         "latency": ["count": .int(Int64(state.metrics.latencyCount)), "totalMs": .int(state.metrics.latencyTotalMs),
-                                    "maxMs": .int(state.metrics.latencyMaxMs)]],
+                                    "maxMs": .int(state.metrics.latencyMaxMs),
+                                    "implausible": .int(Int64(state.metrics.implausibleSentAt))]],
             "connection": ["connected": .bool(c.connected), "offlineSince": opt(c.offlineSince),
                            "lostNotified": .bool(c.lostNotified), "attempt": .int(Int64(c.attempt)),
                            "nextRetryAt": opt(c.nextRetryAt),
@@ -201,7 +202,7 @@ extension Engine {
                 for _ in 0..<max(0, Int(m.int("missedApprovals") ?? 0)) { state.metrics.missedApproval() }
                 if let l = m["latency"] {
                     state.metrics.restoreLatency(count: Int(clamping: l.int("count") ?? 0), totalMs: l.int("totalMs") ?? 0,
-                                                 maxMs: l.int("maxMs") ?? 0)
+                                                 maxMs: l.int("maxMs") ?? 0, implausible: Int(clamping: l.int("implausible") ?? 0))
                 }
             }
             if let c = g["connection"], c.bool("connected") == false {

@@ -307,8 +307,9 @@ def test_numbers_at_the_int64_edges_do_not_stop_the_server(server):
         r = server.request("agent.event", {"sessionId": "s", "type": "task_completed", "sentAt": sent_at})
         assert r["status"] == "completed"
         server.request("agent.event", {"sessionId": "s", "type": "task_started"})
-    # implausible sentAt values (a day or more away) are left out of the latency figures
-    assert server.request("metrics.get")["notificationLatencyMs"]["count"] == 0
+    # implausible sentAt values (a day or more away) are left out of the latency figures, and counted
+    latency = server.request("metrics.get")["notificationLatencyMs"]
+    assert latency["count"] == 0 and latency["implausibleSentAt"] == 3
     assert server.request("ping") == {}
 
 
@@ -318,3 +319,10 @@ def test_slow_client_timeout_out_of_range_is_refused(value):
                        stdin=subprocess.DEVNULL, capture_output=True, timeout=20)
     assert p.returncode != 0 and p.returncode < 128, p.returncode
     assert b"--slow-client-timeout must be a number of seconds in (0, 86400]" in p.stderr, p.stderr
+
+
+def test_recovery_rate_stays_within_0_and_1(server):
+    """The app reports both counters; more successes than attempts is its miscount."""
+    server.request("metrics.record", {"metric": "backgroundRecoveryAttempted", "count": 3})
+    m = server.request("metrics.record", {"metric": "backgroundRecoverySucceeded", "count": 7})
+    assert 0 <= m["recoveryRate"] <= 1 and m["recoveryRate"] == 1

@@ -116,7 +116,8 @@ enum EngineCoding {
         return ["counters": .object(counters), "missedApprovals": .int(Int64(m.missedApprovals)),
                 "notificationLatencyMs": ["count": .int(Int64(m.latencyCount)),
                                           "average": m.latencyAverageMs.map { .double($0) } ?? .null,
-                                          "max": .int(m.latencyMaxMs)],
+                                          "max": .int(m.latencyMaxMs),
+                                          "implausibleSentAt": .int(Int64(m.implausibleSentAt))],
                 "recoveryRate": .double(m.recoveryRate)]
     }
 
