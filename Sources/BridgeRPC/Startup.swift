@@ -25,7 +25,7 @@ extension ServerEnvironment {
         let dir = stateDirectory()
         let store = try openStore(dir)
         // Beside the store, whose open made the directory private.
-        hookToken = try dir.map { try HookToken.loadOrCreate(directory: $0) } ?? .random()
+        hookToken = try dir.map { try HookToken.loadOrCreate(directory: $0) } ?? HookToken.random()
         let wallClock = { [unowned scheduler] in scheduler.wallClockMs }
         devices = try DeviceRegistry(store: store, now: wallClock)
         audit = AuditLog(store: options.ephemeral ? nil : store, log: log, now: wallClock)

@@ -12,18 +12,15 @@ public struct HookToken: Sendable {
     static let minimumLength = 32
     public let value: String
 
-    /// 32 random bytes, base64url without padding (43 characters).
-    public static func random() -> HookToken {
-        var rng = SystemRandomNumberGenerator()
-        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &rng) }
-        return HookToken(value: base64url(bytes))
-    }
+    /// 32 random bytes, base64url without padding (43 characters): a
+    /// device token's shape (`Secrets.token`).
+    public static func random() throws -> HookToken { HookToken(value: try Secrets.token()) }
 
     /// `<directory>/hook-token`: read when present, else created 0600 with
     /// a fresh token (O_EXCL: two servers starting at once agree on one).
     public static func loadOrCreate(directory: String) throws -> HookToken {
         let path = directory + "/" + fileName
-        let fresh = random()
+        let fresh = try random()
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         if fd >= 0 {
             defer { close(fd) }
@@ -39,16 +36,11 @@ public struct HookToken: Sendable {
         return try read(path)
     }
 
-    /// Whether an `Authorization` header carries this token. The bytes are
-    /// compared in constant time; only the length (public: always 43) may
-    /// end the comparison early.
+    /// Whether an `Authorization` header carries this token, compared in
+    /// constant time (only the length, public: always 43, may end it early).
     public func authorizes(_ header: String?) -> Bool {
         guard let header, header.count > 7, header.prefix(7).lowercased() == "bearer " else { return false }
-        let given = Array(header.dropFirst(7).trimmingSpaces.utf8), want = Array(value.utf8)
-        guard given.count == want.count else { return false }
-        var diff: UInt8 = 0
-        for i in 0..<want.count { diff |= given[i] ^ want[i] }
-        return diff == 0
+        return Secrets.constantTimeEqual(header.dropFirst(7).trimmingSpaces, value)
     }
 
     private static func read(_ path: String) throws -> HookToken {
@@ -65,19 +57,6 @@ public struct HookToken: Sendable {
             throw HookTokenError("\(path) does not hold a hook token; remove it and start the server again to make a new one")
         }
         return HookToken(value: text)
-    }
-
-    private static func base64url(_ bytes: [UInt8]) -> String {
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-        var out: [UInt8] = []
-        var i = 0
-        while i < bytes.count {
-            let chunk = bytes[i..<min(i + 3, bytes.count)]
-            let n = chunk.enumerated().reduce(UInt32(0)) { $0 | UInt32($1.element) << (16 - 8 * UInt32($1.offset)) }
-            for k in 0...chunk.count { out.append(alphabet[Int(n >> (18 - 6 * UInt32(k)) & 63)]) }
-            i += 3
-        }
-        return String(decoding: out, as: UTF8.self)
     }
 }
 
