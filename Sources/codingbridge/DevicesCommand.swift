@@ -124,27 +124,10 @@ enum PairingURL {
     /// is nothing else, and a wildcard address (0.0.0.0, ::) replaced by
     /// this machine's first address on a real interface.
     static func firstListener(stateDir: String) -> Listener? {
-        guard let text = readSmallFile(stateDir + "/listen.json"), let doc = JSON.parse(text),
-              let entries = doc["listen"]?.arrayValue else { return nil }
-        let parsed = entries.compactMap { e in e["url"]?.stringValue.flatMap { parse($0, cert: e["certSha256"]?.stringValue) } }
-        guard var pick = parsed.first(where: { !$0.isLoopback }) ?? parsed.first else { return nil }
-        if pick.host == "0.0.0.0" || pick.host == "[::]", let here = externalAddress() { pick.host = here }
-        return Listener(base: pick.scheme + pick.host + ":" + pick.port, certSha256: pick.cert)
-    }
-
-    private struct Entry {
-        var scheme, host, port: String
-        var cert: String?
-        var isLoopback: Bool { host.hasPrefix("127.") || host == "[::1]" || host == "localhost" }
-    }
-
-    /// The web app is served at the root of the listener: scheme://host:port.
-    private static func parse(_ url: String, cert: String?) -> Entry? {
-        let schemes = [("wss://", "https://"), ("ws://", "http://"), ("https://", "https://"), ("http://", "http://")]
-        guard let (from, to) = schemes.first(where: { url.hasPrefix($0.0) }) else { return nil }
-        let authority = url.dropFirst(from.count).prefix { $0 != "/" }
-        guard let colon = authority.lastIndex(of: ":") else { return nil }
-        return Entry(scheme: to, host: String(authority[..<colon]), port: String(authority[authority.index(after: colon)...]), cert: cert)
+        guard let entries = try? ListenFile.read(stateDir: stateDir),
+              var pick = entries.first(where: { !$0.address.isLoopback }) ?? entries.first else { return nil }
+        if pick.address.host == "0.0.0.0" || pick.address.host == "::", let here = externalAddress() { pick.address.host = here }
+        return Listener(base: pick.address.httpURL(port: pick.address.port), certSha256: pick.certSha256)
     }
 
     /// The first IPv4 address of an interface that is up and not loopback.
@@ -163,13 +146,5 @@ enum PairingURL {
             return String(cString: buf)
         }
         return nil
-    }
-
-    private static func readSmallFile(_ path: String) -> String? {
-        guard let f = fopen(path, "rb") else { return nil }
-        defer { fclose(f) }
-        var buf = [UInt8](repeating: 0, count: 1 << 16)
-        let n = fread(&buf, 1, buf.count, f)
-        return n > 0 ? String(decoding: buf[0..<n], as: UTF8.self) : nil
     }
 }

@@ -63,40 +63,22 @@ enum HookSettings {
     /// The hook URL of the first loopback `ws://` listener in
     /// `<dir>/listen.json` (written by a server that listens on the network).
     static func hookURL(stateDir dir: String) throws -> String {
-        let path = dir + "/listen.json"
+        let path = ListenFile.path(stateDir: dir)
         let start = "start one: codingbridge serve --listen ws://127.0.0.1:PORT, or give --url"
-        guard let text = readSmallFile(path) else { throw HookError("no \(path): the server listens on no network address; \(start)") }
-        guard case .object(let o)? = JSON.parse(text), let list = o["listen"]?.arrayValue else {
+        let entries: [ListenFile.Entry]
+        do { entries = try ListenFile.read(stateDir: dir) } catch ListenFile.ReadError.missing {
+            throw HookError("no \(path): the server listens on no network address; \(start)")
+        } catch {
             throw HookError("\(path) is not {\"listen\": [...]}; \(start)")
         }
-        for entry in list {
-            if let url = entry["url"]?.stringValue, let hostPort = loopbackWebSocket(url) {
-                return "http://\(hostPort)/hooks/claude"
-            }
+        guard let a = entries.map(\.address).first(where: { !$0.tls && $0.isLoopback }) else {
+            throw HookError("\(path) lists no loopback ws:// address (http hooks are served on loopback only); \(start)")
         }
-        throw HookError("\(path) lists no loopback ws:// address (http hooks are served on loopback only); \(start)")
-    }
-
-    /// "127.0.0.1:41234" for "ws://127.0.0.1:41234" (or localhost, [::1]); nil otherwise.
-    static func loopbackWebSocket(_ url: String) -> String? {
-        guard url.hasPrefix("ws://") else { return nil }
-        let hostPort = url.dropFirst(5).prefix { $0 != "/" }
-        let host = hostPort.hasPrefix("[") ? String(hostPort.prefix { $0 != "]" }) + "]"
-                                           : String(hostPort.prefix { $0 != ":" })
-        guard host.hasPrefix("127.") || host == "localhost" || host == "[::1]", hostPort.count > host.count + 1 else { return nil }
-        return String(hostPort)
+        return a.httpURL(port: a.port) + "/hooks/claude"
     }
 
     static func shellQuoted(_ s: String) -> String {
         if !s.isEmpty, s.allSatisfy({ $0.isLetter || $0.isNumber || "/._-+:@%".contains($0) }) { return s }
         return "'" + s.split(separator: "'", omittingEmptySubsequences: false).joined(separator: "'\\''") + "'"
-    }
-
-    private static func readSmallFile(_ path: String) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        let bytes = HookIO.readAll(fd: fd, deadline: HookClock.now() + 5, limit: 1 << 20)
-        return bytes.map { String(decoding: $0, as: UTF8.self) }
     }
 }

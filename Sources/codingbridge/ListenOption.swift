@@ -69,7 +69,7 @@ struct ListenAddress: ExpressibleByArgument {
 /// (IPv6 in brackets), PORT 0 for a free one.
 struct NetworkAddress {
     let tls: Bool
-    let host: String
+    var host: String
     let port: Int
 
     init?(_ s: String) {

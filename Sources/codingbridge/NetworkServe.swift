@@ -44,7 +44,7 @@ extension Serve {
         if ephemeral { return log.info("--ephemeral: listen.json not written") }
         let dir = ListenAddress.stateDirectory(stateDir)
         try ListenAddress.ensurePrivateDirectory(dir, log: log)
-        try writeAtomically(dir + "/listen.json", JSON.object(["listen": .array(entries)]).serialized() + "\n")
+        try ListenFile.write(entries, stateDir: dir)
     }
 
     /// --tls-cert/--tls-key, else the state directory's self-signed pair.
@@ -56,14 +56,5 @@ extension Serve {
         let cert = dir + "/tls-cert.pem", key = dir + "/tls-key.pem"
         try TLSFiles.ensureSelfSigned(certificate: cert, key: key, host: host)
         return (cert, key)
-    }
-
-    private func writeAtomically(_ path: String, _ text: String) throws {
-        let tmp = path + ".tmp"
-        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        guard fd >= 0 else { throw ValidationError("cannot write \(tmp): \(String(cString: strerror(errno)))") }
-        let ok = text.utf8CString.withUnsafeBufferPointer { write(fd, $0.baseAddress, $0.count - 1) == $0.count - 1 }
-        close(fd)
-        guard ok, rename(tmp, path) == 0 else { throw ValidationError("cannot write \(path): \(String(cString: strerror(errno)))") }
     }
 }
