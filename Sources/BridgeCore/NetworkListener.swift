@@ -146,11 +146,6 @@ public final class NetworkListener {
     }
 }
 
-private func withOptionalCString<R>(_ s: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
-    guard let s else { return body(nil) }
-    return s.withCString { body($0) }
-}
-
 private func listener(_ n: OpaquePointer?) -> NetworkListener? {
     guard let n, let d = cb_net_data(n) else { return nil }
     return Unmanaged<NetworkListener>.fromOpaque(d).takeUnretainedValue()

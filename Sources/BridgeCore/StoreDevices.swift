@@ -121,9 +121,5 @@ extension Store {
 /// Three optional strings as C strings (NULL for nil) for the call's duration.
 private func withOptionalCStrings<R>(_ a: String?, _ b: String?, _ c: String?,
                                      _ body: (UnsafePointer<CChar>?, UnsafePointer<CChar>?, UnsafePointer<CChar>?) -> R) -> R {
-    func with(_ s: String?, _ f: (UnsafePointer<CChar>?) -> R) -> R {
-        guard let s else { return f(nil) }
-        return s.withCString { f($0) }
-    }
-    return with(a) { pa in with(b) { pb in with(c) { pc in body(pa, pb, pc) } } }
+    withOptionalCString(a) { pa in withOptionalCString(b) { pb in withOptionalCString(c) { pc in body(pa, pb, pc) } } }
 }

@@ -3,6 +3,7 @@
  * pairing screen shows so a client can pin it. */
 #include "cb_net.h"
 #include "cb_error.h"
+#include "cb_token.h"
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -30,10 +31,8 @@ static X509 *make_cert(EVP_PKEY *key, const char *host) {
     X509 *cert = X509_new();
     if (!cert) return NULL;
     unsigned char serial[16];
-    FILE *r = fopen("/dev/urandom", "rb");
-    int have_serial = r && fread(serial, 1, sizeof serial, r) == sizeof serial;
-    if (r) fclose(r);
-    serial[0] &= 0x7f;
+    int have_serial = cb_random_bytes(serial, sizeof serial) == 0;
+    serial[0] &= 0x7f; /* a positive serial */
     BIGNUM *bn = have_serial ? BN_bin2bn(serial, sizeof serial, NULL) : NULL;
     char san[320];
     snprintf(san, sizeof san, "DNS:localhost,IP:127.0.0.1,IP:::1%s%s", host && *host ? "," : "",
