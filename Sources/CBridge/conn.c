@@ -182,14 +182,9 @@ void cb_conn__message(cb_conn_t *c, const char *text, size_t len) {
     cb_conn_retain(c);
     c->stats.bytes_in += len;
     c->in_dispatch = 1;
-    c->handler.on_message(c->handler.data, c, text, len);
+    /* as a framed message: a peer that does not take its replies is paused */
+    on_frame(c, CB_FRAME_MESSAGE, text, len, NULL);
     c->in_dispatch = 0;
-    /* the same rule as for framed input: a peer that does not take its
-     * replies is not read until they drain */
-    if (!c->closing && over_high_water(c)) {
-        cb_conn__flush(c);
-        if (over_high_water(c)) pause_input(c);
-    }
     cb_conn_release(c);
 }
 
