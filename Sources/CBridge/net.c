@@ -40,6 +40,13 @@ static void on_reap(uv_idle_t *h) {
     free(n);
 }
 
+/* What cb_net_listen set up before any client: routes, TLS. */
+static void free_config(cb_net_t *n) {
+    h2o_config_dispose(&n->config);
+    net_http_free(n);
+    if (n->ssl_ctx) SSL_CTX_free(n->ssl_ctx);
+}
+
 static void maybe_dispose(cb_net_t *n) {
     if (!n->closing || n->open_peers || !n->listener_closed) return;
     /* H2O's libuv build runs the loop once inside (uv_run NOWAIT), which
@@ -47,9 +54,7 @@ static void maybe_dispose(cb_net_t *n) {
     unsigned stopping = n->loop->stop_flag;
     h2o_context_dispose(&n->ctx);
     if (stopping) uv_stop(n->loop);
-    h2o_config_dispose(&n->config);
-    net_http_free(n);
-    if (n->ssl_ctx) SSL_CTX_free(n->ssl_ctx);
+    free_config(n);
     cb_rpc_release(n->rpc);
     uv_idle_t *reaper = malloc(sizeof *reaper);
     if (!reaper) return; /* the context's memory is left rather than freed too early */
@@ -144,9 +149,7 @@ static int setup_tls(cb_net_t *n, const cb_net_config_t *cfg) {
 }
 
 static void free_unstarted(cb_net_t *n) {
-    if (n->ssl_ctx) SSL_CTX_free(n->ssl_ctx);
-    h2o_config_dispose(&n->config);
-    net_http_free(n);
+    free_config(n);
     /* an initialised handle must close before its memory goes */
     if (n->tcp_open) uv_close((uv_handle_t *)&n->tcp, on_listener_closed);
     else free(n);
