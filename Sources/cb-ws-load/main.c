@@ -65,7 +65,7 @@ typedef struct {
 
 static struct {
     int port, depth, init;
-    size_t clients, messages, ready, done, probe, probed;
+    size_t clients, messages, ready, done, probe, probed, connecting;
     const char *token;
     client_t *c;
     uint32_t *lat;
@@ -142,8 +142,15 @@ static void start_all(void) {
     }
 }
 
+static void connect_next(void);
+
+/* Handshakes are kept to a window: the daemon drops clients beyond 256
+ * unauthenticated ones from one host. */
+#define HANDSHAKE_WINDOW 128
+
 static void became_ready(client_t *c) {
     c->ready = 1;
+    connect_next();
     if (++L.ready == L.clients) start_all();
 }
 
@@ -213,24 +220,30 @@ static void on_connect(uv_connect_t *req, int status) {
     uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 }
 
+static void connect_next(void) {
+    if (L.connecting == L.clients) return;
+    client_t *c = &L.c[L.connecting++];
+    struct sockaddr_in a;
+    uv_ip4_addr("127.0.0.1", L.port, &a);
+    uv_tcp_init(uv_default_loop(), &c->tcp);
+    uv_tcp_nodelay(&c->tcp, 1);
+    c->tcp.data = c;
+    c->creq.data = c;
+    uv_tcp_connect(&c->creq, &c->tcp, (struct sockaddr *)&a, on_connect);
+}
+
 static int run_ws(void) {
     static const struct wslay_event_callbacks cbs = {.recv_callback = recv_cb, .send_callback = send_cb,
                                                      .genmask_callback = mask_cb, .on_msg_recv_callback = on_msg};
     uv_loop_t *loop = uv_default_loop();
     L.c = calloc(L.clients, sizeof *L.c);
     L.lat = malloc((L.probe ? L.probe : L.clients * L.messages) * sizeof *L.lat);
-    struct sockaddr_in a;
-    uv_ip4_addr("127.0.0.1", L.port, &a);
     for (size_t i = 0; i < L.clients; i++) {
         client_t *c = &L.c[i];
         c->sent_at = calloc((size_t)L.depth, sizeof *c->sent_at);
         wslay_event_context_client_init(&c->ws, &cbs, c);
-        uv_tcp_init(loop, &c->tcp);
-        uv_tcp_nodelay(&c->tcp, 1);
-        c->tcp.data = c;
-        c->creq.data = c;
-        uv_tcp_connect(&c->creq, &c->tcp, (struct sockaddr *)&a, on_connect);
     }
+    for (size_t i = 0; i < HANDSHAKE_WINDOW; i++) connect_next();
     uv_run(loop, UV_RUN_DEFAULT);
     print_figures(L.clients, L.lat, L.nlat, (now_ns() - L.start) / 1e9);
     return 0;
