@@ -53,6 +53,8 @@ public struct Engine {
         if !state.lastDroppedDecisions.isEmpty { state.lastDroppedDecisions = [] }
         settleQueuedDecisions(now: now, into: &t.effects)
         syncBadge(into: &t.effects)
+        let gate = self.gate
+        for i in t.effects.indices { t.effects[i] = gate.pass(t.effects[i]) }
         return t
     }
 
@@ -73,6 +75,16 @@ public struct Engine {
     public var app: AppState { state.app }
     public var metrics: Metrics { state.metrics }
     public func session(_ id: String) -> Session? { state.sessions[id] }
+
+    /// The session an approval id belongs to, open or recently ended: an
+    /// agent reusing it for another session gets an error from the host
+    /// instead of a silently dropped request (a missed approval).
+    public func owner(ofApproval id: String) -> String? {
+        state.approvalIndex[id] ?? state.resolvedApprovals[id]?.sessionId
+    }
+
+    /// The same for a question id.
+    public func owner(ofQuestion id: String) -> String? { state.questionIndex[id] ?? state.answeredQuestions[id] }
 
     /// Sessions, most recently active first.
     public var sessions: [Session] {
@@ -121,6 +133,9 @@ public struct Engine {
         }
     }
 
+    /// What every effect passes before it leaves (LockScreenGate.swift).
+    var gate: LockScreenGate { LockScreenGate(showDetails: state.settings.showNotificationDetails, redact: services.redact) }
+
     func elapsedText(_ seconds: Int) -> String { services.formatElapsed(seconds) }
 
     /// Name shown for a session: project name, else the path's last component, else the id.
@@ -158,7 +173,8 @@ public struct EngineState {
     var questionIndex: [String: String] = [:]
     /// How recent requests ended, so a late answer gets alreadyResolved vs expired.
     var resolvedApprovals = RecentMap<(resolution: ApprovalResolution, sessionId: String)>(capacity: 4096)
-    var answeredQuestions = RecentMap<Bool>(capacity: 4096)
+    /// Ended questions and their session (answered or dropped alike).
+    var answeredQuestions = RecentMap<String>(capacity: 4096)
 }
 
 /// A bounded map that forgets its oldest keys: a late answer for a request

@@ -100,7 +100,9 @@ extension Engine {
                                                                      settings: state.settings, services: services),
                                      expiresAt: $0.expiresAt)
         }
-        let progressText = s.progress.flatMap { p in
+        let gate = self.gate
+        let path = gate.path(s.projectPath), progress = gate.progress(s.progress)
+        let progressText = progress.flatMap { p in
             p.total > 0 ? strings.format("activity.progress", String(p.completed), String(p.total)) : nil
         }
         let elapsed = s.elapsedSeconds(at: now) ?? 0
@@ -114,9 +116,9 @@ extension Engine {
         if let focus { expanded.append(focus) }
         expanded.append([progressText, elapsedStr].compactMap { $0 }.joined(separator: " · "))
         // Lock screen.
-        var lock = [s.projectPath.map { "\(name)  \($0)" } ?? name]
+        var lock = [path.map { "\(name)  \($0)" } ?? name]
         lock.append([statusText, approval == nil ? s.operation : nil].compactMap { $0 }.joined(separator: " · "))
-        if let p = s.progress, p.total > 0 {
+        if let p = progress, p.total > 0 {
             var line = strings.format("activity.progress.complete", String(p.completed), String(p.total))
             if let cur = p.current { line += " · \(cur)" }
             lock.append(line)
@@ -128,18 +130,19 @@ extension Engine {
             lock.append(strings["activity.approval.actions"])
         }
         return ActivityContent(
-            sessionId: s.id, projectName: name, projectPath: s.projectPath, status: s.status, statusText: statusText,
-            operation: s.operation, progress: s.progress, progressText: progressText, startedAt: s.startedAt,
+            sessionId: s.id, projectName: name, projectPath: path, status: s.status, statusText: statusText,
+            operation: s.operation, progress: progress, progressText: progressText, startedAt: s.startedAt,
             elapsedSeconds: elapsed, approval: approval, message: s.message,
             rendered: .init(compact: compact, expanded: expanded.joined(separator: "\n"),
                             lockScreen: lock.joined(separator: "\n")),
             device: device)
     }
 
-    /// Current activity content, re-rendered at `now` (for `activity.get`).
+    /// Current activity content, re-rendered at `now` (for `activity.get`),
+    /// through the same gate as the effects.
     public func currentActivity(now: Millis) -> ActivityContent? {
         guard let a = state.activity, let s = state.sessions[a.sessionId] else { return nil }
-        return activityContent(for: s, device: a.device, now: now)
+        return gate.activity(activityContent(for: s, device: a.device, now: now))
     }
 
     /// Sends an update if the activity belongs to `sessionId` and what it shows changed.
@@ -148,9 +151,9 @@ extension Engine {
         // Cheap check first: rendering strings for every tool call of a busy
         // session would dominate the engine's cost. (Settings changes force a
         // full comparison: privacy and locale change the text, not the state.)
-        let o = a.content
-        if !force, o.status == s.status, o.operation == s.operation, o.progress == s.progress, o.message == s.message,
-           o.startedAt == s.startedAt, o.projectPath == s.projectPath,
+        let o = a.content, gate = self.gate
+        if !force, o.status == s.status, o.operation == s.operation, o.progress == gate.progress(s.progress),
+           o.message == s.message, o.startedAt == s.startedAt, o.projectPath == gate.path(s.projectPath),
            o.approval?.requestId == s.pendingApprovals.last?.requestId, o.projectName == displayName(s) { return }
         let c = activityContent(for: s, device: a.device, now: now)
         guard !c.sameState(as: a.content) else { return }

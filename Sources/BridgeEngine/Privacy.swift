@@ -18,13 +18,24 @@ public enum Privacy {
         truncate(services.redact(detail), to: maxDetailCharacters)
     }
 
-    /// First `max` Characters; a cut ends in "…" (which counts toward `max`).
-    public static func truncate(_ s: String, to max: Int) -> String {
+    /// First `max` Characters and at most `bytes` UTF-8 bytes (default 4 a
+    /// character: one grapheme cluster can be any length); a cut ends in "…",
+    /// which counts toward both. Cuts fall between grapheme clusters.
+    public static func truncate(_ s: String, to max: Int, bytes: Int? = nil) -> String {
         guard max > 0 else { return "" }
+        let maxBytes = bytes ?? max * 4
         // Fast path: byte count bounds character count.
-        if s.utf8.count <= max { return s }
-        guard let end = s.index(s.startIndex, offsetBy: max, limitedBy: s.endIndex), end < s.endIndex else { return s }
-        let cut = s.index(s.startIndex, offsetBy: max - 1)
-        return String(s[..<cut]) + "…"
+        if s.utf8.count <= max && s.utf8.count <= maxBytes { return s }
+        var count = 0, used = 0, i = s.startIndex
+        var cut = s.startIndex  // the longest prefix that leaves room for "…"
+        while i < s.endIndex {
+            let next = s.index(after: i)
+            count += 1
+            used += s.utf8.distance(from: i, to: next)
+            if count > max || used > maxBytes { return String(s[..<cut]) + "…" }
+            if count < max && used <= maxBytes - 3 { cut = next }
+            i = next
+        }
+        return s
     }
 }

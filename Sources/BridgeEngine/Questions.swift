@@ -73,7 +73,7 @@ extension Engine {
             return QuestionAnswerResult(status: .invalid, questionId: questionId, sessionId: sid, problem: problem)
         }
         state.questionIndex[questionId] = nil
-        state.answeredQuestions.set(questionId, true)
+        state.answeredQuestions.set(questionId, sid)
         withSession(sid, now: now) { s in
             s.pendingQuestions.remove(at: idx)
             s.record(HistoryEntry(at: now, kind: .answered, id: questionId, toolName: "AskUserQuestion", by: deviceId))
@@ -111,7 +111,7 @@ extension Engine {
         guard let qs = state.sessions[sid]?.pendingQuestions, !qs.isEmpty else { return }
         for q in qs {
             state.questionIndex[q.questionId] = nil
-            state.answeredQuestions.set(q.questionId, false)
+            state.answeredQuestions.set(q.questionId, sid)
             state.sessions[sid]!.record(HistoryEntry(at: now, kind: .questionCancelled, id: q.questionId,
                                                      toolName: "AskUserQuestion", by: nil))
         }

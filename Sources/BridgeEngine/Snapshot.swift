@@ -247,7 +247,7 @@ extension Engine {
                 case .denied: r = .deny
                 case .timedOut: r = .timedOut
                 case .cancelled: r = .cancelled
-                case .answered, .questionCancelled: state.answeredQuestions.set(h.id, true); continue
+                case .answered, .questionCancelled: state.answeredQuestions.set(h.id, s.id); continue
                 }
                 ended.append((h.at, h.id, r, s.id))
             }

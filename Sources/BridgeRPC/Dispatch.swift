@@ -72,6 +72,7 @@ extension RPCServer {
         env.caller = ctx
         defer { env.caller = nil }
         do {
+            try ParamContract.standard.check(method, rawParams)
             let params = try Params(rawParams)
             switch handler {
             case .sync(let body): finish(responder, c, .success(try body(params, ctx)))
@@ -98,6 +99,7 @@ extension RPCServer {
                                                   data: ["reason": "initialize was already received"])))
         }
         do {
+            try ParamContract.standard.check("initialize", call.params)
             let params = try Params(call.params)
             if c.needsAuth { try authenticate(params, c) }
             let wantsNotifications = try Self.initializeParams(params, c)

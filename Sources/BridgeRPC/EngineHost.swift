@@ -68,6 +68,21 @@ public final class EngineHost {
     public var services: EngineServices { engine.services }
     public var strings: Strings { Strings(locale: engine.settings.locale) }
 
+    /// -32012 when an agent's approval or question id already belongs to
+    /// another session. The same session repeating it is a retry and stays
+    /// harmless; another session's request would be dropped unseen.
+    public func refuseReusedIds(_ events: [EngineEvent]) throws {
+        for case .agent(let e) in events {
+            let owner: String?, id: String
+            switch e.kind {
+            case .approvalRequest(let rid, _, _): (owner, id) = (engine.owner(ofApproval: rid), rid)
+            case .question(let qid, _): (owner, id) = (engine.owner(ofQuestion: qid), qid)
+            default: continue
+            }
+            if let owner, owner != e.sessionId { throw RPCError.requestIdInUse(id, owner: owner, by: e.sessionId) }
+        }
+    }
+
     @discardableResult
     public func apply(_ event: EngineEvent) -> Engine.Transition {
         let t = engine.apply(event, now: now)

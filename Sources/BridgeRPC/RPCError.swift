@@ -35,6 +35,14 @@ public struct RPCError: Error, Equatable, Sendable {
                              "reason": "a paired device acts only as itself"])
     }
 
+    public static let requestIdInUseCode = -32012
+    /// An approval or question id another session already uses.
+    public static func requestIdInUse(_ id: String, owner: String, by session: String) -> RPCError {
+        application(requestIdInUseCode, "Request id in use",
+                    data: ["requestId": .string(id), "sessionId": .string(session), "ownerSessionId": .string(owner),
+                           "reason": "request ids must be unique across sessions; this one belongs to another session"])
+    }
+
     public static func invalidParams(_ message: String, data: JSON? = nil) -> RPCError {
         RPCError(code: invalidParamsCode, message: message, data: data)
     }

@@ -11,7 +11,8 @@ import Testing
         let c = fx.starts[0]
         #expect(c.rendered.compact == "MyApp · working · 2:45")
         #expect(c.rendered.lockScreen.contains("Elapsed: 2:45"))
-        #expect(c.rendered.lockScreen.hasPrefix("MyApp  ~/code/MyApp"))
+        // Details off (the default): the name without the path.
+        #expect(c.rendered.lockScreen.hasPrefix("MyApp\n") && c.projectPath == nil)
         let done = h.agent("s1", .taskCompleted(summary: "All tests passing"))
         #expect(done.ends.count == 1)
         #expect(done.ends[0].status == .completed)
@@ -34,7 +35,9 @@ import Testing
         let fx = h.agent("s1", .progress(todos: todos))
         #expect(fx.updates.count == 1)
         #expect(fx.updates[0].progressText == "1 of 5 tasks")
-        #expect(fx.updates[0].rendered.lockScreen.contains("1 of 5 tasks complete · Fixing auth test"))
+        // Details off (the default): counts, not the todo's text.
+        #expect(fx.updates[0].rendered.lockScreen.contains("1 of 5 tasks complete\n"))
+        #expect(fx.updates[0].progress?.current == nil)
         #expect(fx.posts.isEmpty)
         h.advance(seconds: 3)
         #expect(h.agent("s1", .progress(todos: todos)).updates.isEmpty)       // same state: no update

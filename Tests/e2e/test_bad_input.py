@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import binary, validate_response
+from conftest import RPCFailure, binary, validate_response
 
 
 def line(c, raw: bytes):
@@ -297,20 +297,98 @@ def test_stdio_peer_that_takes_nothing_is_cut_off_and_the_server_exits():
             p.wait()
 
 
-def test_numbers_at_the_int64_edges_do_not_stop_the_server(server):
-    """Arithmetic on numbers from outside saturates instead of trapping."""
-    r = server.request("message.send", {"sessionId": "s", "text": "x", "ttlMs": 9223372036854775000})
-    assert r["status"] == "queued"
+OUT_OF_RANGE = [
+    ("message.send", {"sessionId": "s", "text": "x"}, "ttlMs", 9223372036854775000, 1, 31_536_000_000),
+    ("message.send", {"sessionId": "s", "text": "x"}, "ttlMs", 0, 1, 31_536_000_000),
+    ("agent.event", {"sessionId": "s", "type": "task_completed"}, "sentAt", -9223372036854775808, 0, 2**53 - 1),
+    ("agent.event", {"sessionId": "s", "type": "task_completed"}, "sentAt", 1e300, 0, 2**53 - 1),
+    ("outbox.ack", {}, "id", 2**63 - 1, 1, 2**53 - 1),
+    ("audit.list", {}, "limit", 1001, 1, 1000),
+    ("agent.claudecodeui", {"type": "exit"}, "exitCode", 2**31, -2**31, 2**31 - 1),
+    ("settings.update", {}, "approvalTimeoutSeconds", 1e308, 1, 86400),
+]
+
+
+@pytest.mark.parametrize("method,base,param,value,lo,hi", OUT_OF_RANGE)
+def test_numbers_outside_their_range_are_refused_with_the_range(server, method, base, param, value, lo, hi):
+    """Every number from outside has a range in the contract; beyond it the
+    error names the param and the range, and the server keeps serving."""
+    line(server, json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": {**base, param: value}}).encode())
+    err = expect_error(server, -32602, id=1)
+    assert err["data"]["param"] == param, err
+    assert (err["data"]["minimum"], err["data"]["maximum"]) == (lo, hi), err
+    assert f"out of range [{lo}, {hi}]" in err["message"], err
+    still_serving(server)
+
+
+def test_implausible_sent_at_is_counted_not_measured(server):
     server.request("app.update", {"phase": "background"})
-    server.request("agent.event", {"sessionId": "s", "type": "task_started"})
-    for sent_at in (-9223372036854775808, 9223372036854775807, 1):
+    for sent_at in (1, 2**53 - 1):
+        server.request("agent.event", {"sessionId": "s", "type": "task_started"})
         r = server.request("agent.event", {"sessionId": "s", "type": "task_completed", "sentAt": sent_at})
         assert r["status"] == "completed"
-        server.request("agent.event", {"sessionId": "s", "type": "task_started"})
-    # implausible sentAt values (a day or more away) are left out of the latency figures, and counted
     latency = server.request("metrics.get")["notificationLatencyMs"]
-    assert latency["count"] == 0 and latency["implausibleSentAt"] == 3
-    assert server.request("ping") == {}
+    assert latency["count"] == 0 and latency["implausibleSentAt"] == 2
+
+
+@pytest.mark.parametrize("method,params,unknown", [
+    ("approval.respond", {"requestId": "r", "decision": "allow", "sorce": "app"}, ["sorce"]),
+    ("settings.get", {"x": 1, "a": 2}, ["a", "x"]),
+    ("app.update", {"network": {"connected": True, "wifi": True}}, ["network.wifi"]),
+    ("agent.event", {"sessionId": "s", "type": "approval_request", "requestId": "r", "toolName": "Bash",
+                     "timeoutSecond": 5}, ["timeoutSecond"]),
+])
+def test_unknown_param_names_are_refused_and_listed(server, method, params, unknown):
+    """A typo must not fall back to a default silently."""
+    line(server, json.dumps({"jsonrpc": "2.0", "id": 2, "method": method, "params": params}).encode())
+    err = expect_error(server, -32602, id=2)
+    assert err["data"]["unknown"] == unknown, err
+    assert server.request("approval.list")["approvals"] == []   # nothing was applied
+    still_serving(server)
+
+
+def test_agent_payloads_keep_their_extra_fields(server):
+    """Adapters take the agent's own object; its new fields are not errors."""
+    r = server.request("agent.hook", {"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt": "hi",
+                                      "prompt_id": "p1", "effort": "high", "model": "claude-x"})
+    assert r["status"] == "applied"
+
+
+@pytest.mark.parametrize("value,what", [
+    ("a\u0000b", "U+0000 at byte 1"), ("tab\there", "U+0009"), ("del\u007f", "U+007F"),
+    ("x" * 129, "string of 129 characters"), ("", "empty string"),
+])
+@pytest.mark.parametrize("method,param,base", [
+    ("agent.event", "sessionId", {"type": "task_started"}),
+    ("agent.event", "requestId", {"sessionId": "s", "type": "approval_request", "toolName": "Bash"}),
+    ("question.answer", "questionId", {"answers": {}}),
+    ("message.send", "idempotencyKey", {"sessionId": "s", "text": "hi"}),
+    ("initialize", "deviceId", {}),
+    ("agent.hook", "session_id", {"hook_event_name": "Stop"}),
+])
+def test_ids_are_bounded_and_without_control_characters(spawn, method, param, base, value, what):
+    """A NUL in a session id once truncated it on disk (session "a\\0b" became "a")."""
+    c = spawn("--ephemeral", initialize=method != "initialize")
+    params = json.dumps({**base, param: value})  # JSON escapes: the server gets \u0000, not a raw NUL
+    line(c, b'{"jsonrpc":"2.0","id":3,"method":"%s","params":%s}' % (method.encode(), params.encode()))
+    err = expect_error(c, -32602, id=3)
+    assert err["data"]["param"] == param and what in err["data"]["got"], err
+
+
+def test_a_request_id_of_another_session_is_an_error_not_a_silent_drop(server):
+    ask = {"type": "approval_request", "requestId": "r1", "toolName": "Bash", "input": {"command": "ls"}}
+    server.request("agent.event", {"sessionId": "s1", **ask})
+    assert server.request("agent.event", {"sessionId": "s1", **ask})["status"] == "awaitingApproval"  # a retry
+    with pytest.raises(RPCFailure) as e:
+        server.request("agent.event", {"sessionId": "s2", **ask})
+    assert e.value.code == -32012
+    assert e.value.data == {"requestId": "r1", "sessionId": "s2", "ownerSessionId": "s1",
+                            "reason": "request ids must be unique across sessions; this one belongs to another session"}
+    q = {"type": "question", "questionId": "q1", "questions": [{"question": "Which?", "options": [{"label": "A"}]}]}
+    server.request("agent.event", {"sessionId": "s1", **q})
+    with pytest.raises(RPCFailure) as e:
+        server.request("agent.event", {"sessionId": "s2", **q})
+    assert e.value.code == -32012 and e.value.data["ownerSessionId"] == "s1"
 
 
 @pytest.mark.parametrize("value", ["1e308", "inf", "0", "86401"])

@@ -29,7 +29,8 @@ def test_flow1_happy_path_task_completes_while_away(flow):
     _, n = flow.app(phase="background")                                            # locks the phone
     (act,) = only(n, "activity.start")
     assert act["rendered"]["compact"] == "MyApp · working · 0:00"
-    assert act["rendered"]["lockScreen"].startswith("MyApp  ~/code/MyApp\n")
+    # details off (the default): the name, not the path
+    assert act["rendered"]["lockScreen"].startswith("MyApp\n") and act["projectPath"] is None
     flow.advance(165_000)
     r, _ = flow.req("activity.get")
     assert "Elapsed: 2:45" in r["activity"]["rendered"]["lockScreen"]

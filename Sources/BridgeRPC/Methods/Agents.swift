@@ -16,7 +16,7 @@ extension MethodTable {
         onAsync("agent.hook") { p, ctx, reply in
             var m = try ClaudeHookAdapter.map(p.raw, engine: host.engine, ids: &box.ids)
             try AgentMethods.limitWait(&m, p, settings: host.engine.settings)
-            let applied = AgentMethods.apply(m, host, log)
+            let applied = try AgentMethods.apply(m, host, log)
             guard let rid = m.approvalRequestId else {
                 // A PermissionRequest we do not take (AskUserQuestion): the
                 // hook still gets a decision, "none", and prints nothing.
@@ -32,11 +32,11 @@ extension MethodTable {
         }
 
         on("agent.streamJson") { p, _ in
-            AgentMethods.apply(try StreamJSONAdapter.map(p.raw, engine: host.engine, ids: &box.ids), host, log)
+            try AgentMethods.apply(try StreamJSONAdapter.map(p.raw, engine: host.engine, ids: &box.ids), host, log)
         }
 
         on("agent.claudecodeui") { p, _ in
-            AgentMethods.apply(try ClaudeCodeUIAdapter.map(p.raw, engine: host.engine, ids: &box.ids), host, log)
+            try AgentMethods.apply(try ClaudeCodeUIAdapter.map(p.raw, engine: host.engine, ids: &box.ids), host, log)
         }
     }
 }
@@ -60,7 +60,8 @@ enum AgentMethods {
     }
 
     /// Feeds the mapped events to the engine; the method's result.
-    static func apply(_ m: AgentMapping, _ host: EngineHost, _ log: Logger) -> JSON {
+    static func apply(_ m: AgentMapping, _ host: EngineHost, _ log: Logger) throws -> JSON {
+        try host.refuseReusedIds(m.events)
         if !m.unusedFields.isEmpty { log.debug("agent \(m.kind): fields not used: \(m.unusedFields.joined(separator: ", "))") }
         for reason in m.ignored { log.debug("agent \(m.kind)\(m.sessionId.map { " session \($0)" } ?? ""): ignored: \(reason)") }
         var problems = m.ignored

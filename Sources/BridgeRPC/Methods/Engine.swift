@@ -18,6 +18,7 @@ extension MethodTable {
         // agent.event {sessionId, type, ...}: the native event types of DESIGN.md.
         on("agent.event") { p, _ in
             let event = try EngineParams.agentEvent(p)
+            try host.refuseReusedIds([.agent(event)])
             host.apply(.agent(event))
             let s = host.engine.session(event.sessionId)
             return ["sessionId": .string(event.sessionId), "status": .string(s?.status.rawValue ?? "idle")]
