@@ -16,9 +16,14 @@ import Glibc
 // Input format: the first byte picks the mode.
 //   even: raw NDJSON text (after initialize): libFuzzer mutates real lines
 //         (the corpus and dictionary hold method names and field names).
-//   odd:  structured: each following chunk picks a method from the registry
-//         and builds params from the bytes (keys from `fieldNames`, values of
-//         every JSON type), so deep handler paths are reached quickly.
+//   odd:  structured: a working session with an approval and a question
+//         pending is set up first (fresh ids each input), then each chunk
+//         picks a method and builds its params from rpc-spec/openrpc.json
+//         (served by rpc.discover): `$ref`s resolved, nested properties,
+//         enums, boundary numbers (0, -1, 2^31, 2^53, the int64 limits, just
+//         past minimum/maximum, huge doubles), strings at and past maxLength,
+//         empty, long and odd-unicode ones, the live ids, and now and then a
+//         wrong type or an unknown name.
 
 let fieldNames: [String] = [
     "sessionId", "type", "projectName", "projectPath", "toolName", "input", "command", "file_path", "todos",
@@ -145,6 +150,35 @@ final class Harness {
     /// the structured mode follows the contract as it changes.
     static var specCache: [String: [(String, JSON)]]?
     static var specStrings: [String] = []
+    static var schemas: [String: JSON] = [:]
+    /// Ids of the sessions, approvals and questions `setUpLiveState` opened,
+    /// so generated answers hit real state.
+    static var liveIds: [String] = ["s1"]
+
+    static func resolve(_ s: JSON) -> JSON {
+        guard let ref = s["$ref"]?.stringValue, let name = ref.split(separator: "/").last else { return s }
+        return schemas[String(name)] ?? .null
+    }
+
+    /// Before a structured input: a working session in the background with an
+    /// approval and a question pending, under fresh ids.
+    func setUpLiveState(_ client: InProcessClient, serial: Int) {
+        let sid = "live\(serial % 4)", rid = "r\(serial)", qid = "q\(serial)"
+        Harness.liveIds = [sid, rid, qid, "s1", "phone"]
+        let events: [JSON] = [
+            ["sessionId": .string(sid), "type": "task_started", "projectName": "MyApp", "projectPath": "/tmp/MyApp"],
+            ["sessionId": .string(sid), "type": "approval_request", "requestId": .string(rid), "toolName": "Bash",
+             "input": ["command": "npm test"], "timeoutSeconds": 3600],
+            ["sessionId": .string(sid), "type": "question", "questionId": .string(qid),
+             "questions": [["question": "Which?", "options": [["label": "A"], ["label": "B"]]]]],
+        ]
+        var text = "{\"jsonrpc\":\"2.0\",\"method\":\"app.update\",\"params\":{\"phase\":\"background\"}}\n"
+        for e in events {
+            let msg: JSON = ["jsonrpc": "2.0", "method": "agent.event", "params": e]
+            text += msg.serialized() + "\n"
+        }
+        _ = exchange(client, env, text, expect: [])
+    }
     static func specParams(_ client: InProcessClient) -> [String: [(String, JSON)]] {
         if let c = specCache { return c }
         var out: [String: [(String, JSON)]] = [:]
@@ -176,6 +210,7 @@ final class Harness {
                 }
             }
             collect(spec["components"]?["schemas"] ?? .null)
+            schemas = spec["components"]?["schemas"]?.objectValue ?? [:]
         }
         specCache = out
         specStrings = strings.sorted()
@@ -183,22 +218,64 @@ final class Harness {
     }
 }
 
-/// A value shaped by the param's schema most of the time (enum member, the
-/// declared type), anything otherwise.
-func schemaValue(_ b: inout Bytes, _ schema: JSON) -> JSON {
+/// Numbers at the edges where arithmetic breaks: zero, signs, 32-bit and
+/// 53-bit limits, the int64 extremes.
+let boundaryInts: [Int64] = [0, -1, 1, 2, 59, 60, 86_400, 86_401, Int64(Int32.max), Int64(Int32.max) + 1,
+                             Int64(Int32.min), 1 << 53, (1 << 53) + 1, -(1 << 53), Int64.max, Int64.min, Int64.max - 1]
+let boundaryDoubles: [Double] = [0.5, -0.0, 1e308, -1e308, 5e-324, 1.7976931348623157e308, 9.3e18, -9.3e18, 86_400.5]
+/// Strings that break naive code: empty, long, NUL, controls, bidi, joined
+/// emoji, a lone combining mark, a lone surrogate's replacement.
+let oddStrings: [String] = ["", String(repeating: "a", count: 5000), "a\u{0}b", "\u{1}\u{7f}", "\u{202E}evil",
+                            "👩‍👩‍👧‍👦", "\u{301}", "\u{FFFD}", "e\u{301}\u{302}\u{303}", "\"\\", "line\nbreak"]
+
+/// A value built from the param's schema: `$ref`s resolved, objects with
+/// their declared properties, enums, the declared type at its boundaries
+/// (and just past `minimum`/`maximum`/`maxLength`), sometimes anything else.
+func schemaValue(_ b: inout Bytes, _ raw: JSON, depth: Int = 0) -> JSON {
+    let schema = Harness.resolve(raw)
     let r = b.byte()
-    if r % 4 == 0 { return value(&b, depth: 1) }
-    if case .array(let e) = schema["enum"] ?? .null, !e.isEmpty { return e[Int(b.byte()) % e.count] }
+    if r % 8 == 0 || depth > 4 { return value(&b, depth: 2) }
+    if case .array(let e) = schema["enum"] ?? .null, !e.isEmpty, r % 8 != 1 { return e[Int(b.byte()) % e.count] }
     switch schema["type"]?.stringValue {
-    case "string":
-        let pool = Harness.specStrings + enumValues
-        return r % 3 == 0 ? .string(enumValues[Int(b.byte()) % enumValues.count]) : .string(pool[Int(b.byte()) % max(pool.count, 1)])
-    case "integer": return .int(Int64(Int8(bitPattern: b.byte())) * Int64(b.byte()))
-    case "number": return .double(Double(b.byte()) / 3)
+    case "string": return .string(schemaString(&b, schema))
+    case "integer", "number": return schemaNumber(&b, schema)
     case "boolean": return .bool(b.byte() & 1 == 1)
-    case "array": return .array((0..<Int(b.byte() % 3)).map { _ in object(&b, depth: 2) })
-    default: return object(&b, depth: 1)
+    case "array":
+        return .array((0..<Int(b.byte() % 4)).map { _ in schemaValue(&b, schema["items"] ?? .null, depth: depth + 1) })
+    case "object", nil:
+        guard case .object(let props) = schema["properties"] ?? .null, !props.isEmpty else { return object(&b, depth: 1) }
+        var o: [String: JSON] = [:]
+        for (k, v) in props.sorted(by: { $0.key < $1.key }) where b.byte() % 3 != 0 {
+            o[k] = schemaValue(&b, v, depth: depth + 1)
+        }
+        if b.byte() % 16 == 0 { o[fieldNames[Int(b.byte()) % fieldNames.count]] = value(&b, depth: 2) }
+        return .object(o)
+    default: return value(&b, depth: 1)
     }
+}
+
+func schemaString(_ b: inout Bytes, _ schema: JSON) -> String {
+    let pool = Harness.specStrings + enumValues
+    switch b.byte() % 6 {
+    case 0: return oddStrings[Int(b.byte()) % oddStrings.count]
+    case 1:
+        let n = Int(schema["maxLength"]?.intValue ?? 200) + Int(b.byte() % 2)  // at the limit, one past
+        return String(repeating: "é", count: n)
+    case 2, 3: return Harness.liveIds[Int(b.byte()) % Harness.liveIds.count]
+    default: return pool[Int(b.byte()) % max(pool.count, 1)]
+    }
+}
+
+func schemaNumber(_ b: inout Bytes, _ schema: JSON) -> JSON {
+    let lo = schema["minimum"]?.doubleValue, hi = schema["maximum"]?.doubleValue
+    switch b.byte() % 6 {
+    case 0: return .int(boundaryInts[Int(b.byte()) % boundaryInts.count])
+    case 1: return .double(boundaryDoubles[Int(b.byte()) % boundaryDoubles.count])
+    case 2: if let lo { return .double(lo - Double(b.byte() % 2)) }
+    case 3: if let hi { return .double(hi + Double(b.byte() % 2)) }
+    default: break
+    }
+    return .int(Int64(Int8(bitPattern: b.byte())) * Int64(b.byte()))
 }
 
 var harness: Harness?
@@ -241,6 +318,7 @@ func runOne(_ h: Harness, _ input: ArraySlice<UInt8>) {
         let text = String(decoding: bytes.data[1...], as: UTF8.self)
         check(exchange(client, h.env, text + "\n", expect: []), expectIds: [], uniqueIds: false)
     } else {
+        h.setUpLiveState(client, serial: inputsOnServer)
         var id: Int64 = 2
         while !bytes.atEnd {
             let m = h.methods[Int(bytes.byte()) % h.methods.count]
@@ -252,6 +330,7 @@ func runOne(_ h: Harness, _ input: ArraySlice<UInt8>) {
                 // Structure-aware: the method's own params, each present or not.
                 var o: [String: JSON] = [:]
                 for (name, schema) in ps where bytes.byte() % 3 != 0 { o[name] = schemaValue(&bytes, schema) }
+                if bytes.byte() % 16 == 0 { o[fieldNames[Int(bytes.byte()) % fieldNames.count]] = value(&bytes, depth: 1) }
                 params = .object(o)
             } else {
                 params = object(&bytes, depth: 0)
