@@ -22,7 +22,7 @@ struct DemoCommand: ParsableCommand {
         so it is deterministic and needs no network.
         """)
 
-    @Option(name: .long, help: "Playback speed multiplier (2 = twice as fast).")
+    @Option(name: .long, parsing: .unconditional, help: "Playback speed multiplier (2 = twice as fast).")
     var speed: Double = 1
 
     @Flag(name: .long, help: "No pauses at all (CI).")
@@ -35,7 +35,7 @@ struct DemoCommand: ParsableCommand {
     var privateDetails = false
 
     func validate() throws {
-        guard speed > 0, speed.isFinite else { throw ValidationError("--speed must be a positive number") }
+        try OptionRange.check("--speed", speed, 0, 1000, unit: "a multiplier")
     }
 
     func run() throws {

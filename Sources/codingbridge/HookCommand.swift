@@ -57,10 +57,10 @@ struct HookCommand: ParsableCommand {
     @Option(name: .long, help: "The server's --state-dir: its socket is <dir>/codingbridge.sock (when --socket is not given).")
     var stateDir: String?
 
-    @Option(name: .long, help: "Seconds to wait for a permission decision; keep it under the hook's timeout in settings.json.")
+    @Option(name: .long, parsing: .unconditional, help: "Seconds to wait for a permission decision; keep it under the hook's timeout in settings.json.")
     var timeout: Double = ClaudeHookExchange.defaultWaitSeconds
 
-    @Option(name: .long, help: "Seconds to wait for the server to take any other event.")
+    @Option(name: .long, parsing: .unconditional, help: "Seconds to wait for the server to take any other event.")
     var eventTimeout: Double = 3
 
     @Flag(name: .long, help: "Explain on stderr what happened.")
@@ -76,8 +76,8 @@ struct HookCommand: ParsableCommand {
     var url: String?
 
     func validate() throws {
-        guard timeout.isFinite, timeout > 0, timeout <= 86_400 else { throw ValidationError("--timeout must be within (0, 86400] seconds") }
-        guard eventTimeout.isFinite, eventTimeout > 0 else { throw ValidationError("--event-timeout must be a positive number of seconds") }
+        try OptionRange.check("--timeout", timeout, 0, 86_400, unit: "seconds")
+        try OptionRange.check("--event-timeout", eventTimeout, 0, 3600, unit: "seconds")
         if (http || url != nil) && !printSettings { throw ValidationError("--http and --url go with --print-settings") }
         if url != nil && !http { throw ValidationError("--url goes with --http") }
     }

@@ -51,7 +51,7 @@ struct Serve: ParsableCommand {
         """
     )
 
-    @Option(name: .long, help: "Largest message accepted, in bytes; bigger ones get an error and are skipped.")
+    @Option(name: .long, parsing: .unconditional, help: "Largest message accepted, in bytes; bigger ones get an error and are skipped.")
     var maxMessageBytes: Int = 16 << 20
 
     @Flag(name: .long, help: "Time advances only through debug.advanceClock (tests, demos).")
@@ -81,17 +81,17 @@ struct Serve: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("A browser origin allowed to connect besides the listener's own, e.g. https://app.example. Repeatable.", valueName: "origin"))
     var allowOrigin: [String] = []
 
-    @Option(name: .long, help: "Seconds a network client may stay connected without authenticating as a paired device.")
+    @Option(name: .long, parsing: .unconditional, help: "Seconds a network client may stay connected without authenticating as a paired device.")
     var authTimeout: Double = 30
 
     @Flag(name: .long, help: "Do not serve stdin/stdout (a daemon; needs --listen).")
     var noStdio = false
 
-    @Option(name: .long, help: "Seconds a client may leave over 256 KiB unread without reading anything before it is disconnected.")
+    @Option(name: .long, parsing: .unconditional, help: "Seconds a client may leave over 256 KiB unread without reading anything before it is disconnected.")
     var slowClientTimeout: Double = 30
 
     func validate() throws {
-        guard maxMessageBytes >= 64 else { throw ValidationError("--max-message-bytes must be at least 64") }
+        try OptionRange.check("--max-message-bytes", maxMessageBytes, 64...(1 << 30), unit: "bytes")
         guard LogLevel(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of: \(LogLevel.allCases.map(\.rawValue).joined(separator: ", "))")
         }
@@ -100,12 +100,8 @@ struct Serve: ParsableCommand {
         if ephemeral && listen.contains(where: { $0.path == nil && $0.network == nil }) {
             throw ValidationError("--listen unix without a path needs the state directory; with --ephemeral give one: --listen unix:PATH")
         }
-        guard authTimeout.isFinite, authTimeout > 0, authTimeout <= 3600 else {
-            throw ValidationError("--auth-timeout must be a number of seconds in (0, 3600]")
-        }
-        guard slowClientTimeout.isFinite, slowClientTimeout > 0, slowClientTimeout <= 86_400 else {
-            throw ValidationError("--slow-client-timeout must be a number of seconds in (0, 86400]")
-        }
+        try OptionRange.check("--auth-timeout", authTimeout, 0, 3600, unit: "seconds")
+        try OptionRange.check("--slow-client-timeout", slowClientTimeout, 0, 86_400, unit: "seconds")
         if let s = manualClockStart {
             guard manualClock else { throw ValidationError("--manual-clock-start needs --manual-clock") }
             guard Self.unixMs(s) != nil else {

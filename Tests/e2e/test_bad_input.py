@@ -396,7 +396,22 @@ def test_slow_client_timeout_out_of_range_is_refused(value):
     p = subprocess.run([binary(), "serve", "--ephemeral", "--slow-client-timeout", value],
                        stdin=subprocess.DEVNULL, capture_output=True, timeout=20)
     assert p.returncode != 0 and p.returncode < 128, p.returncode
-    assert b"--slow-client-timeout must be a number of seconds in (0, 86400]" in p.stderr, p.stderr
+    assert b"--slow-client-timeout " in p.stderr and b"is out of range: seconds in (0, 86400]" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["serve", "--ephemeral", "--auth-timeout", "-1"], b"--auth-timeout -1 is out of range: seconds in (0, 3600]"),
+    (["serve", "--ephemeral", "--max-message-bytes", "-5"], b"--max-message-bytes -5 is out of range: bytes in [64, 1073741824]"),
+    (["serve", "--ephemeral", "--max-message-bytes", "4294967296"], b"out of range: bytes in [64, 1073741824]"),
+    (["hook", "--timeout", "-3"], b"--timeout -3 is out of range: seconds in (0, 86400]"),
+    (["hook", "--event-timeout", "1e300"], b"is out of range: seconds in (0, 3600]"),
+    (["demo", "--speed", "0"], b"--speed 0 is out of range: a multiplier in (0, 1000]"),
+])
+def test_numeric_options_out_of_range_say_so(args, message):
+    """Negative values are values (not "missing"), and every number has a range."""
+    p = subprocess.run([binary(), *args], stdin=subprocess.DEVNULL, capture_output=True, timeout=20)
+    assert p.returncode != 0 and p.returncode < 128, p.returncode
+    assert message in p.stderr, p.stderr
 
 
 def test_recovery_rate_stays_within_0_and_1(server):
