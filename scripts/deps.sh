@@ -4,7 +4,7 @@
 set -euo pipefail
 apt_pkgs=(libuv1-dev libjansson-dev libpcre2-dev libsqlite3-dev pkg-config
           libh2o-dev libwslay-dev libssl-dev libqrencode-dev)
-[ "${1:-}" = "--test" ] && apt_pkgs+=(chromium)
+[ "${1:-}" = "--test" ] && apt_pkgs+=(chromium neovim)
 missing=()
 for p in "${apt_pkgs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
