@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT, binary
+from conftest import ROOT, binary, start_daemon
 
 NVIM = shutil.which("nvim")
 pytestmark = pytest.mark.skipif(NVIM is None, reason="nvim is not installed (scripts/deps.sh --test installs it)")
@@ -42,16 +42,6 @@ def test_approval_in_statusline_approve_and_task_complete(sockdir):
 
 def test_deny_and_answer_a_question(sockdir):
     run_nvim("deny_and_answer", sockdir)
-
-
-def start_daemon(state_dir):
-    """`serve --listen unix --no-stdio`, returned once it logged that it listens."""
-    d = subprocess.Popen([binary(), "serve", "--state-dir", state_dir, "--listen", "unix", "--no-stdio"],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    for line in d.stderr:
-        if "listening on" in line:
-            return d
-    pytest.fail(f"the daemon exited with {d.wait()} before listening")
 
 
 def test_uses_a_running_daemon_and_leaves_it_running(sockdir):
