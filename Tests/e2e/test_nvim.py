@@ -22,8 +22,8 @@ PLUGIN = os.path.join(ROOT, "editors", "nvim")
 DRIVER = os.path.join(ROOT, "Tests", "e2e", "nvim", "drive.lua")
 
 
-def run_nvim(scenario, state_dir, timeout=60):
-    env = {**os.environ, "CB_BIN": binary(), "CB_STATE": state_dir, "CB_SCENARIO": scenario,
+def run_nvim(scenario, state_dir, timeout=60, **env):
+    env = {**os.environ, **env, "CB_BIN": binary(), "CB_STATE": state_dir, "CB_SCENARIO": scenario,
            "XDG_STATE_HOME": os.path.join(state_dir, "xdg"), "XDG_CONFIG_HOME": os.path.join(state_dir, "xdg")}
     p = subprocess.run([NVIM, "--headless", "-u", "NONE", "-i", "NONE", "-n",
                         "--cmd", f"set rtp^={PLUGIN}", "-c", "runtime plugin/codingbridge.lua",
@@ -44,15 +44,18 @@ def test_deny_and_answer_a_question(sockdir):
     run_nvim("deny_and_answer", sockdir)
 
 
-def test_uses_a_running_daemon_and_leaves_it_running(sockdir):
+def test_uses_a_running_daemon_then_its_own_server(sockdir):
     daemon = start_daemon(sockdir)
     try:
         hook = {"session_id": "daemon-session", "cwd": "/home/dev/MyApp", "transcript_path": "/tmp/t.jsonl",
                 "hook_event_name": "UserPromptSubmit", "prompt": "Refactor"}
         subprocess.run([binary(), "hook", "--state-dir", sockdir], input=json.dumps(hook).encode(),
                        check=True, timeout=10)
-        run_nvim("daemon", sockdir)
-        assert daemon.poll() is None, "the daemon did not outlive Neovim"
+        run_nvim("daemon", sockdir, CB_DAEMON_PID=str(daemon.pid))
+        assert daemon.wait(timeout=10) == 0  # the scenario stopped it (SIGTERM)
+        # The server the plugin started when the daemon went away ended with Neovim.
+        assert not os.path.exists(os.path.join(sockdir, "codingbridge.sock"))
     finally:
-        daemon.terminate()
-        daemon.wait(timeout=10)
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait(timeout=10)

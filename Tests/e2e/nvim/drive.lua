@@ -103,7 +103,8 @@ function scenarios.deny_and_answer()
   assert(picks[2].items[1] == 'GitHub Actions — hosted', vim.inspect(picks))
 end
 
--- A daemon already serves the socket: the plugin uses it and leaves it running.
+-- A daemon already serves the socket: the plugin uses it; when the daemon
+-- goes away, the plugin carries on with a server of its own.
 function scenarios.daemon()
   cb.setup({ cmd = BIN, state_dir = STATE })
   wait_for('initialize', function() return cb.info.ready end)
@@ -112,6 +113,11 @@ function scenarios.daemon()
   vim.cmd('checkhealth codingbridge')
   local text = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\n')
   assert(text:find('connected (socket)', 1, true) and text:find('ping answered', 1, true), text)
+
+  vim.loop.kill(tonumber(os.getenv('CB_DAEMON_PID')), 'sigterm')
+  wait_for('a server of its own', function() return cb.info.mode == 'stdio' and cb.info.ready end)
+  hook('UserPromptSubmit', { prompt = 'Carry on' }).wait()
+  wait_for('the session on the new server', function() return cb.statusline():match('^● MyApp') end)
 end
 
 local ok, err = pcall(scenarios[os.getenv('CB_SCENARIO')])

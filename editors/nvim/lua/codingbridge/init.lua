@@ -15,6 +15,7 @@ M.info = { mode = nil, socket = nil, ready = false, server = nil, error = nil, s
 M.conn = nil
 
 local poll_timer = nil
+local stopping = false
 
 local function redraw()
   pcall(vim.cmd, 'redrawstatus!')
@@ -45,7 +46,7 @@ M.refresh = refresh
 
 local function ensure_polling()
   if poll_timer then return end
-  poll_timer = vim.loop.new_timer()
+  poll_timer = (vim.uv or vim.loop).new_timer()
   poll_timer:start(M.config.poll_ms, M.config.poll_ms, vim.schedule_wrap(function()
     if state.any('processing') then refresh() end
   end))
@@ -63,8 +64,12 @@ local function attach(reader, writer, mode)
   M.conn = rpc.new(reader, writer, {
     on_notification = on_notification,
     on_close = function(reason)
+      local was_ready = M.info.ready
       M.info.ready = false
       M.info.error = M.info.error or tostring(reason)
+      -- The daemon went away (restarted, killed): carry on with the next one
+      -- on the socket, or a server of our own.
+      if was_ready and not stopping then vim.defer_fn(M.start, 1000) end
     end,
   })
   M.conn:request('initialize', {
@@ -114,6 +119,7 @@ end
 
 function M.start()
   if M.conn and not M.conn.closed then return end
+  stopping = false
   M.info.error = nil
   state.reset()
   ensure_polling()
@@ -124,6 +130,7 @@ end
 -- connected to keeps serving the others.
 function M.stop()
   if not (M.conn and not M.conn.closed) then return end
+  stopping = true
   if M.info.mode == 'stdio' and M.info.ready then
     M.conn:request_sync('shutdown', nil, 2000)
     M.conn:notify('exit', nil)

@@ -4,8 +4,6 @@
 -- are "fast events" where most of the API is off limits.
 local M = {}
 
-local uv = vim.loop
-
 local function encode(msg)
   local body = vim.json.encode(msg)
   return ('Content-Length: %d\r\n\r\n%s'):format(#body, body)

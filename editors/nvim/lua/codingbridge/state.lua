@@ -2,7 +2,7 @@
 -- (from session.changed and session.list), and the statusline text.
 local M = {}
 
-local uv = vim.loop
+local uv = vim.uv or vim.loop -- (vim.loop: before 0.10)
 
 -- id -> { s = SessionSummary, at = uv.now() when it arrived }
 M.sessions = {}

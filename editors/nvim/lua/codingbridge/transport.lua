@@ -3,7 +3,7 @@
 -- (`serve --listen unix`) on our stdio, so hooks in any terminal reach it.
 local M = {}
 
-local uv = vim.loop
+local uv = vim.uv or vim.loop -- (vim.loop: before 0.10)
 
 -- The socket `serve --listen unix` and `codingbridge hook` agree on.
 function M.socket_path(state_dir)
