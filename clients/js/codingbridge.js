@@ -68,7 +68,8 @@ export class Client {
   /** [[method, params], ...] as one batch -> results in order, each the result or its RPCError. */
   batch(calls, { timeout = this.timeout } = {}) {
     const pairs = calls.map(([m, p]) => this._request(m, p, timeout));
-    this._send(pairs.map(([, msg]) => msg));
+    const msgs = pairs.map(([, msg]) => msg).filter(Boolean); // none once closed
+    if (msgs.length) this._send(msgs);
     return Promise.all(pairs.map(([p]) => p.catch((e) => { if (e instanceof RPCError) return e; throw e; })));
   }
 

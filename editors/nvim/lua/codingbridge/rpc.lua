@@ -24,7 +24,6 @@ local function split(buf)
   end
   return out, buf
 end
-M._split = split
 
 local Conn = {}
 Conn.__index = Conn
