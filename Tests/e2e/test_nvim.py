@@ -15,7 +15,8 @@ import pytest
 
 from conftest import ROOT, binary, start_daemon
 
-NVIM = shutil.which("nvim")
+# Another Neovim (a current release, say): CODINGBRIDGE_NVIM=/path/to/nvim.
+NVIM = os.environ.get("CODINGBRIDGE_NVIM") or shutil.which("nvim")
 pytestmark = pytest.mark.skipif(NVIM is None, reason="nvim is not installed (scripts/deps.sh --test installs it)")
 
 PLUGIN = os.path.join(ROOT, "editors", "nvim")

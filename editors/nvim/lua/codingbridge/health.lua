@@ -26,7 +26,7 @@ function M.check()
     h.ok('server binary: ' .. exe)
   end
   local i = cb.info
-  if not cb.conn then return h.warn('not started: call require("codingbridge").setup()') end
+  if not cb.conn and not i.error then return h.warn('not started: call require("codingbridge").setup()') end
   if i.ready then
     h.ok(('connected (%s) to %s %s; socket %s'):format(i.mode, i.server.name, i.server.version, i.socket))
     local err = cb.conn:request_sync('ping', nil, 2000)
