@@ -204,8 +204,9 @@ def test_python_client_over_websocket_pinned_and_paired(net):  # noqa: F811
         calls = [(m, r.__dict__ if isinstance(r, codingbridge.RPCError) else r) for m, r in flow(cb)]
         assert resolved.get(timeout=5)["by"] == paired["deviceId"]
     check_calls(calls, notes)
+    # Another certificate: refused right after the handshake, before the token goes out.
     with pytest.raises(Exception, match="pinned"):
-        codingbridge.connect_websocket(url, cert_sha256="00" * 32)
+        codingbridge.connect_websocket(url, token=paired["token"], cert_sha256="00" * 32)
 
 
 def native_websocket_flags():

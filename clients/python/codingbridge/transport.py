@@ -72,13 +72,24 @@ class Unix(_Lines):
         self.sock.close()
 
 
-def _pinned_context():
-    # The daemon's self-signed certificate has no authority behind it: trust
-    # exactly the one whose SHA-256 `devices pair` printed (checked on connect).
-    ctx = _ssl.SSLContext(_ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False
-    ctx.verify_mode = _ssl.CERT_NONE
-    return ctx
+class _Pinned(_ssl.SSLContext):
+    """The daemon's self-signed certificate has no authority behind it: trust
+    exactly the one whose SHA-256 `devices pair` printed. Checked right after
+    the TLS handshake, before a byte of the upgrade (and its token) is sent."""
+
+    def __new__(cls, sha256_hex):
+        ctx = super().__new__(cls, _ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False
+        ctx.verify_mode = _ssl.CERT_NONE
+        ctx.pin = sha256_hex.replace(":", "").lower()
+        return ctx
+
+    def wrap_socket(self, *args, **kwargs):
+        sock = super().wrap_socket(*args, **kwargs)
+        if hashlib.sha256(sock.getpeercert(binary_form=True)).hexdigest() != self.pin:
+            sock.close()
+            raise _ssl.SSLError("the server's certificate is not the pinned one")
+        return sock
 
 
 class WebSocket:
@@ -90,17 +101,12 @@ class WebSocket:
     def __init__(self, url, token=None, cert_sha256=None, ssl=None, open_timeout=10):
         from websockets.sync.client import connect  # only WebSocket users need the package
         if cert_sha256 and ssl is None:
-            ssl = _pinned_context()
+            ssl = _Pinned(cert_sha256)
         headers = {"Authorization": "Bearer " + token} if token else None
         kw = {"ssl": ssl} if ssl is not None else {}
         # (entered as a context manager, as websockets 14+ wants; left by close())
         self.ws = connect(url, additional_headers=headers, open_timeout=open_timeout,
                           max_size=None, compression=None, **kw).__enter__()
-        if cert_sha256:
-            der = self.ws.socket.getpeercert(binary_form=True)
-            if hashlib.sha256(der).hexdigest() != cert_sha256.replace(":", "").lower():
-                self.ws.close()
-                raise _ssl.SSLError("the server's certificate is not the pinned one")
 
     def send(self, text):
         self.ws.send(text)
