@@ -122,8 +122,12 @@ export class Client {
   }
 
   _emit(method, params) {
-    for (const cb of this.listeners.get(method) ?? []) cb(params);
-    for (const cb of this.listeners.get("*") ?? []) cb(method, params);
+    const calls = [...(this.listeners.get(method) ?? [])].map((cb) => () => cb(params));
+    for (const cb of this.listeners.get("*") ?? []) calls.push(() => cb(method, params));
+    for (const call of calls) {
+      // A throwing listener is logged; it stops neither the others nor the reading.
+      try { call(); } catch (e) { console.error(e); }
+    }
   }
 
   _settle(m) {

@@ -8,6 +8,7 @@ import itertools
 import json
 import queue
 import threading
+import traceback
 from concurrent.futures import Future
 
 from .methods import Methods
@@ -99,10 +100,13 @@ class Client(Methods):
             if note is None:
                 return
             method, params = note
-            for cb in self._callbacks.get(method, []):
-                cb(params)
-            for cb in self._callbacks.get("*", []):
-                cb(method, params)
+            calls = [(cb, (params,)) for cb in self._callbacks.get(method, [])]
+            calls += [(cb, (method, params)) for cb in self._callbacks.get("*", [])]
+            for cb, args in calls:
+                try:
+                    cb(*args)
+                except Exception:  # one bad callback must not silence the others for good
+                    traceback.print_exc()
 
     # -- receiving -------------------------------------------------------
     def _read(self):
