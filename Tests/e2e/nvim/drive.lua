@@ -82,6 +82,8 @@ function scenarios.approve()
   hook('Stop').wait()
   wait_for('Task Complete', noted('Task Complete — MyApp'))
   statusline_is('✓ MyApp · done')
+  vim.cmd('CodingBridge status')
+  wait_for(':CodingBridge status', noted('own server, socket ' .. STATE .. '/codingbridge.sock\n  ✓ MyApp · done'))
 end
 
 function scenarios.deny_and_answer()
@@ -101,6 +103,13 @@ function scenarios.deny_and_answer()
   vim.cmd('CodingBridge answer')
   wait_for('the answer', noted('Answer sent'))
   assert(picks[2].items[1] == 'GitHub Actions — hosted', vim.inspect(picks))
+
+  -- :CodingBridge sessions leads to what the picked session waits for.
+  perm = hook('PermissionRequest', { tool_name = 'Write', tool_input = { file_path = '/home/dev/MyApp/ci.yml' } })
+  statusline_is('◆ MyApp · Approval needed')
+  vim.cmd('CodingBridge sessions')
+  assert(perm.wait().out:find('"allow"', 1, true), 'the hook did not get allow')
+  assert(picks[3].items[1] == '◆ MyApp · Approval needed', vim.inspect(picks[3]))
 end
 
 -- A daemon already serves the socket: the plugin uses it; when the daemon

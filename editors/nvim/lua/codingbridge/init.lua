@@ -120,7 +120,7 @@ end
 function M.start()
   if M.conn and not M.conn.closed then return end
   stopping = false
-  M.info.error = nil
+  M.info.error, M.info.server = nil, nil
   state.reset()
   ensure_polling()
   M.start_connect(true)
@@ -143,6 +143,7 @@ end
 
 function M.setup(opts)
   M.config = vim.tbl_extend('force', M.config, opts or {})
+  M.started = true
   vim.api.nvim_create_autocmd('VimLeavePre', {
     group = vim.api.nvim_create_augroup('codingbridge', { clear = true }),
     callback = M.stop,
@@ -156,8 +157,7 @@ end
 
 -- Starts with the defaults when setup() was never called (:CodingBridge first).
 function M.ensure_started()
-  if not M.conn then M.setup() end
-  return M.conn
+  if not M.started then M.setup() end
 end
 
 return M
