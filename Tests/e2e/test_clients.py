@@ -94,9 +94,12 @@ def test_js_helpers_match_the_spec():
     out = subprocess.run(["node", "--input-type=module", "-e",
                           f"import {{ HELPERS }} from '{JS_CLIENT}/codingbridge.js';"
                           "console.log(JSON.stringify(HELPERS))"], capture_output=True, check=True, text=True)
-    for name, (method, required) in json.loads(out.stdout).items():
+    helpers = json.loads(out.stdout)
+    for name, (method, required) in helpers.items():
         params = spec_params(method)
         assert set(required) == {n for n, p in params.items() if p.get("required")}, name
+    # The same API in both languages (initialize is a method of its own in JS).
+    assert {m for m, _ in helpers.values()} | {"initialize"} == {method_of(n) for n, _ in helper_methods()}
 
 
 # ---- the examples, as a person runs them -----------------------------------
