@@ -31,6 +31,7 @@ class Client(Methods):
     def __init__(self, transport, timeout=30):
         self.transport = transport
         self.timeout = timeout
+        self.init_result = None  # initialize's result, when connect_* initialized
         self._ids = itertools.count(1)
         self._pending = {}
         self._lock = threading.Lock()
