@@ -4,7 +4,10 @@
 set -euo pipefail
 apt_pkgs=(libuv1-dev libjansson-dev libpcre2-dev libsqlite3-dev pkg-config
           libh2o-dev libwslay-dev libssl-dev libqrencode-dev)
-[ "${1:-}" = "--test" ] && apt_pkgs+=(chromium)
+if [ "${1:-}" = "--test" ]; then
+    apt_pkgs+=(chromium neovim)          # the browser test; the Neovim plugin's test
+    command -v node >/dev/null || apt_pkgs+=(nodejs)   # the JS client (Node 18+)
+fi
 missing=()
 for p in "${apt_pkgs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -14,6 +14,9 @@ raw_server   an NDJSON client that has NOT sent initialize.
 sockdir      a fresh short directory under /tmp (unix socket paths are limited
              to ~107 bytes), removed after the test.
 
+start_daemon(state_dir) -> Popen: `serve --state-dir D --listen unix --no-stdio`,
+             once it listens on D/codingbridge.sock.
+
 Client (one server process)
 ---------------------------
 request(method, params=None, timeout=5, validate=True) -> result
@@ -264,6 +267,19 @@ def flood_unread(s, data, reset_ok=False, stuck_for=0.5):
                 raise
             return sent, True
         assert sent < 1 << 30, "the server kept reading a client that never reads"
+
+
+def start_daemon(state_dir):
+    """`serve --state-dir D --listen unix --no-stdio`, returned once it logged
+    that it listens on <D>/codingbridge.sock. Terminate it when done."""
+    d = subprocess.Popen([binary(), "serve", "--state-dir", state_dir, "--listen", "unix", "--no-stdio"],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for line in d.stderr:
+        if "listening on" in line:
+            # Nobody reads its log from here on: let it go nowhere rather than fill a pipe.
+            threading.Thread(target=d.stderr.read, daemon=True).start()
+            return d
+    pytest.fail(f"the daemon exited with {d.wait()} before listening")
 
 
 @pytest.fixture
