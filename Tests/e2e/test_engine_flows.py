@@ -3,6 +3,8 @@ five PRD user flows, approval timing, double answers, privacy, foreground vs
 background, two sessions and the one Live Activity. Every result is checked
 against rpc-spec/openrpc.json, every server->client notification against its
 params schema."""
+import json
+
 import pytest
 
 from conftest import RPCFailure, Steps, only
@@ -217,6 +219,35 @@ def test_details_are_capped_at_200_characters(flow):
     _, n = flow.ev("s1", "task_failed", error="é🙂" * 400)
     (post,) = only(n, "notification.post")
     assert len(post["body"]) == 200 and post["body"].endswith("…")
+
+
+GHP = "ghp_" + "R8s2Kq9VwX4mLt7Zp1Nc6Hy3Jd5Fb0Ge8Ua2"
+
+
+@pytest.mark.parametrize("details", [False, True])
+def test_lock_screen_shows_no_secret_and_with_details_off_no_path_or_todo_text(flow, details):
+    """A TodoWrite through the real hook path once put "Rotating key ghp_..." and the
+    project path on the lock screen with default settings, and 11 KB of content."""
+    flow.req("settings.update", {"showNotificationDetails": details})
+    flow.app(phase="background")
+    todos = [{"content": f"Rotating key {GHP} step {i} " + "x" * 200, "status": "in_progress" if i == 0 else "pending",
+              "activeForm": f"Rotating key {GHP}"} for i in range(40)]
+    hook = {"session_id": "s9", "cwd": f"/home/alice/acme-{GHP}", "transcript_path": "/tmp/t.jsonl"}
+    flow.req("agent.hook", {**hook, "hook_event_name": "UserPromptSubmit", "prompt": f"rotate {GHP}"})
+    _, n = flow.req("agent.hook", {**hook, "hook_event_name": "PreToolUse", "tool_name": "TodoWrite",
+                                   "tool_input": {"todos": todos}})
+    _, n2 = flow.req("agent.hook", {**hook, "hook_event_name": "Stop", "last_assistant_message": f"done {GHP}"})
+    shown = [x for x in n + n2 if x["method"] == "notification.post" or x["method"].startswith("activity.")]
+    assert any(x["method"] == "activity.update" for x in shown) and any(x["method"] == "notification.post" for x in shown)
+    for x in shown:
+        text = json.dumps(x["params"], ensure_ascii=False)
+        assert GHP not in text and len(text.encode()) <= 4096, x
+        if not details:
+            assert "Rotating key" not in text and "/home/alice" not in text, x
+    act = [x["params"] for x in shown if x["method"] == "activity.update"][-1]
+    assert act["progressText"] == "0 of 40 tasks"
+    if details:
+        assert act["progress"]["current"].startswith("Rotating key [REDACTED") and act["projectPath"].startswith("/home/alice/acme-")
 
 
 def test_custom_redaction_rule_and_bad_pattern(flow):
