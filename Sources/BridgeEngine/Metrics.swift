@@ -40,6 +40,7 @@ public struct Metrics: Equatable, Sendable {
 
     public mutating func count(_ m: BackgroundMetric, by n: Int = 1) { counters[m, default: 0] += n }
     mutating func missedApproval() { missedApprovals += 1 }
+    mutating func restoreMissedApprovals(_ n: Int) { missedApprovals = max(0, n) }
     /// A `sentAt` further than a day from now is not a latency (a clock in
     /// seconds, or garbage): it is left out rather than skew the figures,
     /// and counted.

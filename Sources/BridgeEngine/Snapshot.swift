@@ -36,9 +36,15 @@ public struct RecoveryReport: Equatable, Sendable {
 private func opt(_ s: String?) -> JSON { s.map { .string($0) } ?? .null }
 private func opt(_ v: Millis?) -> JSON { v.map { .int($0) } ?? .null }
 
+/// Every number a snapshot holds is a time (ms since the epoch), a count or a
+/// sequence number: never negative, never near the int64 limits. A document
+/// from a damaged or foreign database is read within [0, 2^53], so arithmetic
+/// on restored values cannot trap at every start (a crash loop).
+fileprivate func plausible(_ v: Int64) -> Int64 { min(max(v, 0), 1 << 53) }
+
 extension JSON {
     fileprivate func str(_ k: String) -> String? { self[k]?.stringValue }
-    fileprivate func int(_ k: String) -> Int64? { self[k]?.intValue }
+    fileprivate func int(_ k: String) -> Int64? { self[k]?.intValue.map(plausible) }
     fileprivate func bool(_ k: String) -> Bool? { self[k]?.boolValue }
     fileprivate func arr(_ k: String) -> [JSON] { self[k]?.arrayValue ?? [] }
 }
@@ -177,67 +183,91 @@ extension Engine {
         var report = RecoveryReport()
         state = EngineState()
         if let g = snap.global {
-            if let s = g["settings"] { state.settings = Settings(json: s); strings = Strings(locale: state.settings.locale) }
-            if let a = g["app"] {
-                if let v = a.str("phase").flatMap(AppState.Phase.init(rawValue:)) { state.app.phase = v }
-                if let v = a.bool("lowPowerMode") { state.app.lowPowerMode = v }
-                if let v = a.bool("networkConnected") { state.app.networkConnected = v }
-                if let v = a.str("networkType").flatMap(AppState.ConnectionType.init(rawValue:)) { state.app.networkType = v }
-                if let v = a.str("notificationPermission").flatMap(AppState.NotificationPermission.init(rawValue:)) {
-                    state.app.notificationPermission = v
-                }
-                if let v = a.bool("liveActivitiesPermitted") { state.app.liveActivitiesPermitted = v }
-                state.app.device = a.str("device")
-            }
-            state.missedWhileAway = Int(g.int("missedWhileAway") ?? 0)
-            for (k, v) in g["missedByCategory"]?.objectValue ?? [:] {
-                if let c = NotificationCategory(rawValue: k), let n = v.intValue, n > 0 { state.missedByCategory[c] = Int(n) }
-            }
-            state.lowPowerNotified = g.bool("lowPowerNotified") ?? false
-            state.seq = UInt64(bitPattern: g.int("seq") ?? 0)
-            if let m = g["metrics"] {
-                for (k, v) in m["counters"]?.objectValue ?? [:] {
-                    if let b = BackgroundMetric(rawValue: k), let n = v.intValue { state.metrics.count(b, by: Int(n)) }
-                }
-                for _ in 0..<max(0, Int(m.int("missedApprovals") ?? 0)) { state.metrics.missedApproval() }
-                if let l = m["latency"] {
-                    state.metrics.restoreLatency(count: Int(clamping: l.int("count") ?? 0), totalMs: l.int("totalMs") ?? 0,
-                                                 maxMs: l.int("maxMs") ?? 0, implausible: Int(clamping: l.int("implausible") ?? 0))
-                }
-            }
-            if let c = g["connection"], c.bool("connected") == false {
-                state.connection.connected = false
-                state.connection.offlineSince = c.int("offlineSince") ?? now
-                state.connection.lostNotified = c.bool("lostNotified") ?? false
-                state.connection.attempt = max(0, Int(clamping: c.int("attempt") ?? 0))
-                state.connection.nextRetryAt = c.int("nextRetryAt")
-                state.connection.queuedDecisions = c.arr("queuedDecisions").compactMap { q in
-                    guard let rid = q.str("requestId"), let sid = q.str("sessionId"),
-                          let d = q.str("decision").flatMap(ApprovalDecision.init(rawValue:)) else { return nil }
-                    return QueuedDecision(requestId: rid, sessionId: sid, decision: d, deviceId: q.str("deviceId"),
-                                          source: q.str("source").flatMap(DecisionSource.init(rawValue:)) ?? .app,
-                                          queuedAt: q.int("queuedAt") ?? now)
-                }
-            }
+            restoreGlobal(g)
+            if let c = g["connection"], c.bool("connected") == false { restoreConnection(c, now: now) }
         }
         for doc in snap.sessions {
             guard let s = try? SnapshotCoding.session(doc) else { report.unreadable += 1; continue }
-            state.sessions[s.id] = s
-            report.sessions += 1
-            if s.run == .running { report.processingSessions.append(s.id) }
-            for a in s.pendingApprovals {
-                state.approvalIndex[a.requestId] = s.id
-                state.pendingApprovalCount += 1
-                state.deadlines.push(a.expiresAt, .approvalTimeout(requestId: a.requestId))
-                if a.expiresAt <= now { report.expiredApprovals += 1 } else { report.pendingApprovals += 1 }
-            }
-            for q in s.pendingQuestions { state.questionIndex[q.questionId] = s.id }
-            report.pendingQuestions += s.pendingQuestions.count
-            if let r = s.nextReminderAt { state.deadlines.push(r, .longTaskReminder(sessionId: s.id)) }
+            index(s, now: now, into: &report)
         }
         report.processingSessions.sort()
-        // How recent requests ended, so a late answer after the restart still
-        // gets expired/alreadyResolved instead of unknown.
+        indexEndedRequests()
+        // Queued decisions whose request is gone are settled on the next apply.
+        report.queuedDecisions = state.connection.queuedDecisions.count
+        if let a = snap.global?["activity"], let sid = a.str("sessionId"), let s = state.sessions[sid] {
+            let c = activityContent(for: s, device: a.str("device"), now: now)
+            state.activity = LiveActivity(sessionId: sid, startedAt: a.int("startedAt") ?? now, device: c.device, content: c)
+        }
+        // The badge the device shows is whatever was last sent; resend it.
+        state.badge = -1
+        if !state.connection.connected { resumeRetries(now: now) }
+        return report
+    }
+
+    private mutating func restoreGlobal(_ g: JSON) {
+        if let s = g["settings"] { state.settings = Settings(json: s); strings = Strings(locale: state.settings.locale) }
+        if let a = g["app"] {
+            if let v = a.str("phase").flatMap(AppState.Phase.init(rawValue:)) { state.app.phase = v }
+            if let v = a.bool("lowPowerMode") { state.app.lowPowerMode = v }
+            if let v = a.bool("networkConnected") { state.app.networkConnected = v }
+            if let v = a.str("networkType").flatMap(AppState.ConnectionType.init(rawValue:)) { state.app.networkType = v }
+            if let v = a.str("notificationPermission").flatMap(AppState.NotificationPermission.init(rawValue:)) {
+                state.app.notificationPermission = v
+            }
+            if let v = a.bool("liveActivitiesPermitted") { state.app.liveActivitiesPermitted = v }
+            state.app.device = a.str("device")
+        }
+        state.missedWhileAway = Int(g.int("missedWhileAway") ?? 0)
+        for (k, v) in g["missedByCategory"]?.objectValue ?? [:] {
+            if let c = NotificationCategory(rawValue: k), let n = v.intValue, n > 0 { state.missedByCategory[c] = Int(plausible(n)) }
+        }
+        state.lowPowerNotified = g.bool("lowPowerNotified") ?? false
+        state.seq = UInt64(g.int("seq") ?? 0)
+        guard let m = g["metrics"] else { return }
+        for (k, v) in m["counters"]?.objectValue ?? [:] {
+            if let b = BackgroundMetric(rawValue: k), let n = v.intValue { state.metrics.count(b, by: Int(plausible(n))) }
+        }
+        state.metrics.restoreMissedApprovals(Int(m.int("missedApprovals") ?? 0))
+        if let l = m["latency"] {
+            state.metrics.restoreLatency(count: Int(l.int("count") ?? 0), totalMs: l.int("totalMs") ?? 0,
+                                         maxMs: l.int("maxMs") ?? 0, implausible: Int(l.int("implausible") ?? 0))
+        }
+    }
+
+    private mutating func restoreConnection(_ c: JSON, now: Millis) {
+        state.connection.connected = false
+        state.connection.offlineSince = c.int("offlineSince") ?? now
+        state.connection.lostNotified = c.bool("lostNotified") ?? false
+        state.connection.attempt = Int(c.int("attempt") ?? 0)
+        state.connection.nextRetryAt = c.int("nextRetryAt")
+        state.connection.queuedDecisions = c.arr("queuedDecisions").compactMap { q in
+            guard let rid = q.str("requestId"), let sid = q.str("sessionId"),
+                  let d = q.str("decision").flatMap(ApprovalDecision.init(rawValue:)) else { return nil }
+            return QueuedDecision(requestId: rid, sessionId: sid, decision: d, deviceId: q.str("deviceId"),
+                                  source: q.str("source").flatMap(DecisionSource.init(rawValue:)) ?? .app,
+                                  queuedAt: q.int("queuedAt") ?? now)
+        }
+    }
+
+    /// A restored session, its open requests and deadlines.
+    private mutating func index(_ s: Session, now: Millis, into report: inout RecoveryReport) {
+        state.sessions[s.id] = s
+        report.sessions += 1
+        if s.run == .running { report.processingSessions.append(s.id) }
+        for a in s.pendingApprovals {
+            state.approvalIndex[a.requestId] = s.id
+            state.pendingApprovalCount += 1
+            state.deadlines.push(a.expiresAt, .approvalTimeout(requestId: a.requestId))
+            if a.expiresAt <= now { report.expiredApprovals += 1 } else { report.pendingApprovals += 1 }
+        }
+        for q in s.pendingQuestions { state.questionIndex[q.questionId] = s.id }
+        report.pendingQuestions += s.pendingQuestions.count
+        if let r = s.nextReminderAt { state.deadlines.push(r, .longTaskReminder(sessionId: s.id)) }
+    }
+
+    /// How recent requests ended, so a late answer after the restart still
+    /// gets expired/alreadyResolved instead of unknown.
+    private mutating func indexEndedRequests() {
         var ended: [(at: Millis, id: String, r: ApprovalResolution, sid: String)] = []
         for s in state.sessions.values {
             for h in s.history {
@@ -253,28 +283,20 @@ extension Engine {
             }
         }
         for e in ended.sorted(by: { $0.at < $1.at }) { state.resolvedApprovals.set(e.id, (e.r, e.sid)) }
-        // Queued decisions whose request is gone are settled on the next apply.
-        report.queuedDecisions = state.connection.queuedDecisions.count
-        if let a = snap.global?["activity"], let sid = a.str("sessionId"), let s = state.sessions[sid] {
-            let c = activityContent(for: s, device: a.str("device"), now: now)
-            state.activity = LiveActivity(sessionId: sid, startedAt: a.int("startedAt") ?? now, device: c.device, content: c)
+    }
+
+    /// The retry schedule goes on where it stopped: the next attempt at its
+    /// planned time, or at once if that passed while down, so the attempt
+    /// limit ("Connection Lost" in the foreground) still counts the attempts
+    /// made before the restart.
+    private mutating func resumeRetries(now: Millis) {
+        if let at = state.connection.nextRetryAt {
+            armRetry(at: max(now, at))
+        } else {
+            scheduleRetry(now: now)
         }
-        // The badge the device shows is whatever was last sent; resend it.
-        state.badge = -1
-        if !state.connection.connected {
-            // The retry schedule goes on where it stopped: the next attempt at
-            // its planned time, or at once if that passed while down, so the
-            // attempt limit ("Connection Lost" in the foreground) still counts
-            // the attempts made before the restart.
-            if let at = state.connection.nextRetryAt {
-                armRetry(at: max(now, at))
-            } else {
-                scheduleRetry(now: now)
-            }
-            if let since = state.connection.offlineSince {
-                state.deadlines.push(max(now, since + Engine.connectionLostAfterMs), .connectionLost(since: since))
-            }
+        if let since = state.connection.offlineSince {
+            state.deadlines.push(max(now, since + Engine.connectionLostAfterMs), .connectionLost(since: since))
         }
-        return report
     }
 }

@@ -133,7 +133,8 @@ public final class EngineHost {
         timer = nil
         timerAt = next
         guard let next else { return }
-        let delay = UInt64(max(0, next - now))
+        let (ahead, overflow) = next.subtractingReportingOverflow(now)
+        let delay = overflow ? (next > now ? UInt64.max : 0) : UInt64(max(0, ahead))
         timer = env.scheduler.schedule(afterMs: delay) { [weak self] in
             guard let self else { return }
             self.timer = nil

@@ -57,6 +57,8 @@ int cb_framer_reserve(cb_framer_t *f, size_t want, char **out, size_t *avail) {
 
 static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
+#define CB_FRAMING_MAX_HEADERS 64
+
 static int is_token_char(unsigned char c) {
     /* RFC 7230 tchar */
     if (c >= '0' && c <= '9') return 1;
@@ -88,7 +90,9 @@ static int header_line(cb_framer_t *f, const char *l, size_t n, const char **why
     while (i < n && (l[i] == ' ' || l[i] == '\t')) i++;
     size_t e = n;
     while (e > i && (l[e - 1] == ' ' || l[e - 1] == '\t')) e--;
-    f->header_count++;
+    /* LSP sends one or two headers; a peer that never ends its header block
+     * is an error long before the counter could overflow. */
+    if (++f->header_count > CB_FRAMING_MAX_HEADERS) { *why = "too many header lines"; return -1; }
     if (name_len == sizeof k_cl - 1 && find_cl(l, name_len) == 0) {
         if (f->have_length) { *why = "duplicate Content-Length header"; return -1; }
         if (i == e) { *why = "empty Content-Length value"; return -1; }

@@ -193,7 +193,7 @@ struct DemoScreen {
 
     func sleep(_ s: Double) {
         guard s > 0 else { return }
-        usleep(useconds_t(s * 1_000_000))
+        usleep(useconds_t(min(s, 60) * 1_000_000))  // usleep takes 32 bits; no pause is longer than a minute
     }
 
     func title(_ t: String) {

@@ -256,6 +256,40 @@ extension Array where Element == Effect {
         #expect(h.respond("r1", .allow).0.status == .accepted)
     }
 
+    /// A damaged or foreign database: every number at the int64 limits. Found
+    /// by review: each of these trapped at every start (a crash loop) or on the
+    /// next event; 1e12 missed approvals spun the start-up.
+    @Test(arguments: [Int64.min, Int64.max, 1_000_000_000_000])
+    func snapshotNumbersAtTheLimitsRestoreWithoutTrapping(_ v: Int64) {
+        var h = Harness(background: true)
+        h.send(.app(AppUpdate(notificationPermission: .denied)))
+        h.send(.connection(.failed))
+        h.agent("s1", .taskStarted(prompt: nil))
+        h.agent("s1", .approvalRequest(requestId: "r1", tool: npmTest, timeoutSeconds: nil))
+        func extreme(_ j: JSON, _ keep: Set<String> = ["v", "run"]) -> JSON {
+            switch j {
+            case .int: return .int(v)
+            case .object(let o): return .object(Dictionary(uniqueKeysWithValues: o.map { ($0.key, keep.contains($0.key) ? $0.value : extreme($0.value)) }))
+            case .array(let a): return .array(a.map { extreme($0) })
+            default: return j
+            }
+        }
+        let snap = EngineSnapshot(sessions: h.engine.sessions.compactMap { h.engine.snapshot(session: $0.id) }.map { extreme($0) },
+                                  global: extreme(h.engine.snapshotGlobal()))
+        var e = Engine(services: Harness.services)
+        let report = e.restore(snap, now: h.now)
+        #expect(report.sessions == 1)
+        for event: EngineEvent in [.tick, .app(AppUpdate(phase: .foreground)), .app(AppUpdate(phase: .background)),
+                                   .agent(AgentEvent(sessionId: "s1", kind: .approvalRequest(requestId: "r2", tool: npmTest,
+                                                                                          timeoutSeconds: nil))),
+                                   .connection(.failed)] {
+            _ = e.apply(event, now: h.now + 60_000)
+        }
+        _ = e.currentActivity(now: h.now)
+        #expect(e.metrics.missedApprovals <= 1 << 53 && e.metrics.missedApprovals >= 0)
+        #expect(e.sessions.allSatisfy { ($0.startedAt ?? 0) >= 0 })
+    }
+
     @Test func unreadableSessionDocumentsAreSkippedAndCounted() {
         var e = Engine(services: Harness.services)
         let r = e.restore(EngineSnapshot(sessions: [["id": 5], ["id": "ok", "lastActivityAt": 1]], global: nil), now: 10)

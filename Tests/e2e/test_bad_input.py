@@ -118,6 +118,7 @@ def test_default_limit_is_16_mib(spawn):
     (b"Content-Length: 99999999999999999999999\r\n\r\n", "overflows"),
     (b"Content-Length:\r\n\r\n", "empty"),
     (b"Content-Type: application/json\r\n\r\n", "missing Content-Length"),
+    (b"X-A: 1\r\n" * 65 + b"\r\n", "too many header lines"),  # a header block that never ends
     (b"Content-Length: 5\r\nContent-Length: 5\r\n\r\n", "duplicate"),
     (b"Bogus header line\r\n\r\n", "malformed"),
 ])
