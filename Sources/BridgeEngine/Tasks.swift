@@ -17,33 +17,10 @@ extension Engine {
             startActivity(e.sessionId, now: now, into: &effects)
 
         case .toolUse(let tool):
-            let op = strings[OperationText.key(for: tool)]
-            // session.changed is for status-level changes (state, progress,
-            // pending requests, message); a new operation line alone reaches
-            // the person through the Live Activity (and session.get), so a
-            // burst of tool calls does not flood the app.
-            let (changed, idle) = withSession(e.sessionId, now: now) { s -> (Bool, Bool) in
-                let changed = s.run != .running || s.message != nil
-                s.operation = op
-                s.message = nil
-                return (changed, s.run != .running)
-            }
-            if idle { startTask(e.sessionId, now: now, keepOperation: true) }
-            // No notification per tool (OVERVIEW "Non-Goals"); at most a silent update.
-            if changed { effects.append(.sessionChanged(sessionId: e.sessionId)) }
-            if state.activity == nil { startActivity(e.sessionId, now: now, into: &effects) }
-            refreshActivity(e.sessionId, now: now, into: &effects)
+            toolUsed(e.sessionId, tool, now: now, into: &effects)
 
         case .progress(let todos):
-            let p = TodoProgress(todos: todos)
-            let (changed, idle) = withSession(e.sessionId, now: now) { s -> (Bool, Bool) in
-                defer { s.progress = p }
-                return (s.progress != p || s.run != .running, s.run != .running)
-            }
-            if idle { startTask(e.sessionId, now: now, keepOperation: true) }
-            if changed { effects.append(.sessionChanged(sessionId: e.sessionId)) }
-            if state.activity == nil { startActivity(e.sessionId, now: now, into: &effects) }
-            refreshActivity(e.sessionId, now: now, into: &effects)
+            progressed(e.sessionId, todos, now: now, into: &effects)
 
         case let .approvalRequest(rid, tool, timeout):
             requestApproval(e, requestId: rid, tool: tool, timeoutSeconds: timeout, now: now, into: &effects)
@@ -68,6 +45,39 @@ extension Engine {
         case .sessionHandoff(let to):
             handoff(e, to: to, now: now, into: &effects)
         }
+    }
+
+    /// A tool call: the operation line changes; no notification per tool
+    /// (OVERVIEW "Non-Goals"), at most a silent Live Activity update.
+    mutating func toolUsed(_ sid: String, _ tool: ToolUse, now: Millis, into effects: inout [Effect]) {
+        let op = strings[OperationText.key(for: tool)]
+        // session.changed is for status-level changes (state, progress,
+        // pending requests, message); a new operation line alone reaches
+        // the person through the Live Activity (and session.get), so a
+        // burst of tool calls does not flood the app.
+        let (changed, idle) = withSession(sid, now: now) { s -> (Bool, Bool) in
+            let changed = s.run != .running || s.message != nil
+            s.operation = op
+            s.message = nil
+            return (changed, s.run != .running)
+        }
+        if idle { startTask(sid, now: now, keepOperation: true) }
+        if changed { effects.append(.sessionChanged(sessionId: sid)) }
+        if state.activity == nil { startActivity(sid, now: now, into: &effects) }
+        refreshActivity(sid, now: now, into: &effects)
+    }
+
+    /// TodoWrite: "3 of 7 tasks" and the current item.
+    mutating func progressed(_ sid: String, _ todos: [Todo], now: Millis, into effects: inout [Effect]) {
+        let p = TodoProgress(todos: todos)
+        let (changed, idle) = withSession(sid, now: now) { s -> (Bool, Bool) in
+            defer { s.progress = p }
+            return (s.progress != p || s.run != .running, s.run != .running)
+        }
+        if idle { startTask(sid, now: now, keepOperation: true) }
+        if changed { effects.append(.sessionChanged(sessionId: sid)) }
+        if state.activity == nil { startActivity(sid, now: now, into: &effects) }
+        refreshActivity(sid, now: now, into: &effects)
     }
 
     mutating func startTask(_ sid: String, now: Millis, keepOperation: Bool = false) {
