@@ -61,7 +61,7 @@ echo "dispatch fuzz: fuzzing for ${secs}s" >&2
 rm -f "$out"/artifacts/*
 # malloc_context_size=0: ASan's allocation stack traces cost ~25% of the
 # time here; the replay of a crasher (fresh server, full context) has them.
-if ! ASAN_OPTIONS="$ASAN_OPTIONS:malloc_context_size=0" CB_FUZZ_HISTORY="$out/history.cbseq" "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -dict="$here/dispatch.dict" -max_len=4096 \
+if ! ASAN_OPTIONS="$ASAN_OPTIONS:malloc_context_size=0" CB_FUZZ_HISTORY="$out/history.cbseq" "$bin" -max_total_time="$secs" -timeout=30 -rss_limit_mb=2048 -dict="$here/dispatch.dict" -max_len=4096 \
         -print_final_stats=1 -artifact_prefix="$out/artifacts/" "$out/work-corpus" "$here/corpus" >"$out/fuzz.log" 2>&1; then
     tail -n 40 "$out/fuzz.log" >&2
     save_crashers
