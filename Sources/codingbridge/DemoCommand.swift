@@ -22,7 +22,7 @@ struct DemoCommand: ParsableCommand {
         so it is deterministic and needs no network.
         """)
 
-    @Option(name: .long, parsing: .unconditional, help: "Playback speed multiplier (2 = twice as fast).")
+    @Option(name: .long, parsing: .unconditional, help: "Playback speed multiplier, in (0, 1000] (2 = twice as fast).")
     var speed: Double = 1
 
     @Flag(name: .long, help: "No pauses at all (CI).")

@@ -57,10 +57,10 @@ struct HookCommand: ParsableCommand {
     @Option(name: .long, help: "The server's --state-dir: its socket is <dir>/codingbridge.sock (when --socket is not given).")
     var stateDir: String?
 
-    @Option(name: .long, parsing: .unconditional, help: "Seconds to wait for a permission decision; keep it under the hook's timeout in settings.json.")
+    @Option(name: .long, parsing: .unconditional, help: "Seconds to wait for a permission decision, in (0, 86400]; keep it under the hook's timeout in settings.json.")
     var timeout: Double = ClaudeHookExchange.defaultWaitSeconds
 
-    @Option(name: .long, parsing: .unconditional, help: "Seconds to wait for the server to take any other event.")
+    @Option(name: .long, parsing: .unconditional, help: "Seconds to wait for the server to take any other event, in (0, 3600].")
     var eventTimeout: Double = 3
 
     @Flag(name: .long, help: "Explain on stderr what happened.")

@@ -51,7 +51,7 @@ struct Serve: ParsableCommand {
         """
     )
 
-    @Option(name: .long, parsing: .unconditional, help: "Largest message accepted, in bytes; bigger ones get an error and are skipped.")
+    @Option(name: .long, parsing: .unconditional, help: "Largest message accepted, in bytes, in [64, 1073741824]; bigger ones get an error and are skipped.")
     var maxMessageBytes: Int = 16 << 20
 
     @Flag(name: .long, help: "Time advances only through debug.advanceClock (tests, demos).")
@@ -81,13 +81,13 @@ struct Serve: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("A browser origin allowed to connect besides the listener's own, e.g. https://app.example. Repeatable.", valueName: "origin"))
     var allowOrigin: [String] = []
 
-    @Option(name: .long, parsing: .unconditional, help: "Seconds a network client may stay connected without authenticating as a paired device.")
+    @Option(name: .long, parsing: .unconditional, help: "Seconds a network client may stay connected without authenticating as a paired device, in (0, 3600].")
     var authTimeout: Double = 30
 
     @Flag(name: .long, help: "Do not serve stdin/stdout (a daemon; needs --listen).")
     var noStdio = false
 
-    @Option(name: .long, parsing: .unconditional, help: "Seconds a client may leave over 256 KiB unread without reading anything before it is disconnected.")
+    @Option(name: .long, parsing: .unconditional, help: "Seconds a client may leave over 256 KiB unread without reading anything before it is disconnected, in (0, 86400].")
     var slowClientTimeout: Double = 30
 
     func validate() throws {
