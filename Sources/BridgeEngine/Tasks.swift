@@ -51,12 +51,12 @@ extension Engine {
     /// (OVERVIEW "Non-Goals"), at most a silent Live Activity update.
     mutating func toolUsed(_ sid: String, _ tool: ToolUse, now: Millis, into effects: inout [Effect]) {
         let op = strings[OperationText.key(for: tool)]
-        // session.changed is for status-level changes (state, progress,
-        // pending requests, message); a new operation line alone reaches
-        // the person through the Live Activity (and session.get), so a
-        // burst of tool calls does not flood the app.
+        // session.changed when what a person reads changes: the state, the
+        // message, or the kind of operation ("Running tests" -> "Editing
+        // files"); a burst of calls of one kind stays one line, not a flood,
+        // and front ends in the foreground need no polling.
         let (changed, idle) = withSession(sid, now: now) { s -> (Bool, Bool) in
-            let changed = s.run != .running || s.message != nil
+            let changed = s.run != .running || s.message != nil || s.operation != op
             s.operation = op
             s.message = nil
             return (changed, s.run != .running)

@@ -26,9 +26,7 @@ local function apply(summary)
   notify.changed(M.conn, old, summary)
 end
 
--- session.changed is sent on status-level changes only (a new operation line
--- alone is not), so while a session works we ask now and then; this also
--- moves the elapsed time on.
+-- The whole picture: on connecting (session.changed then keeps it current).
 local function refresh()
   if not (M.conn and M.info.ready) then return end
   M.conn:request('session.list', nil, function(err, r)
@@ -47,8 +45,9 @@ M.refresh = refresh
 local function ensure_polling()
   if poll_timer then return end
   poll_timer = (vim.uv or vim.loop).new_timer()
+  -- Only the elapsed time moves by itself: redraw, ask nothing.
   poll_timer:start(M.config.poll_ms, M.config.poll_ms, vim.schedule_wrap(function()
-    if state.any('processing') then refresh() end
+    if state.any('processing') then redraw() end
   end))
 end
 
