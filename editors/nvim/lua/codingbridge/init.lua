@@ -9,12 +9,12 @@ local transport = require('codingbridge.transport')
 
 local M = {}
 
-M.config = { cmd = 'codingbridge', state_dir = nil, poll_ms = 1000 }
+M.config = { cmd = 'codingbridge', state_dir = nil, tick_ms = 1000 }
 -- mode: 'socket' | 'stdio' | nil; ready once initialize answered.
 M.info = { mode = nil, socket = nil, ready = false, server = nil, error = nil, stderr = '' }
 M.conn = nil
 
-local poll_timer = nil
+local tick_timer = nil
 local stopping = false
 
 local function redraw()
@@ -42,11 +42,11 @@ local function refresh()
 end
 M.refresh = refresh
 
-local function ensure_polling()
-  if poll_timer then return end
-  poll_timer = (vim.uv or vim.loop).new_timer()
+local function ensure_ticking()
+  if tick_timer then return end
+  tick_timer = (vim.uv or vim.loop).new_timer()
   -- Only the elapsed time moves by itself: redraw, ask nothing.
-  poll_timer:start(M.config.poll_ms, M.config.poll_ms, vim.schedule_wrap(function()
+  tick_timer:start(M.config.tick_ms, M.config.tick_ms, vim.schedule_wrap(function()
     if state.any('processing') then redraw() end
   end))
 end
@@ -121,7 +121,7 @@ function M.start()
   stopping = false
   M.info.error, M.info.server = nil, nil
   state.reset()
-  ensure_polling()
+  ensure_ticking()
   M.start_connect(true)
 end
 
