@@ -81,7 +81,7 @@ run_swift() {  # $1 = address|undefined, $2 = scratch dir
     echo "sanitize=$san: $(( $(date +%s) - t0 )) s" >&2
 }
 
-net_e2e() {  # the ASan daemon under the network e2e tests
+net_e2e() {  # the ASan daemon under the network e2e tests and the black-box fuzzer
     local scratch="$root/.build-asan" logs t0 rc
     t0=$(date +%s)
     echo "== network e2e against the ASan daemon" >&2
@@ -96,6 +96,8 @@ net_e2e() {  # the ASan daemon under the network e2e tests
         python3 -m pytest -q Tests/e2e/test_network.py Tests/e2e/test_network_hostile.py Tests/e2e/test_network_browser.py \
         Tests/e2e/test_devices.py Tests/e2e/test_http_hooks.py 2>&1 | tail -n 15 >&2
     rc=${PIPESTATUS[0]}
+    ASAN_OPTIONS="${asan_opts/detect_leaks=1/detect_leaks=0}:log_path=$logs/asan" CODINGBRIDGE_BIN="$scratch/debug/codingbridge" \
+        FUZZ_SECONDS="${SAN_FUZZ_SECONDS:-60}" bash Tests/fuzz/blackbox/run.sh || rc=1
     set -e
     if ls "$logs"/asan* >/dev/null 2>&1; then head -n 60 "$logs"/asan* >&2; rc=1; fi
     [ "$rc" -eq 0 ] && echo "net: clean" >&2 || { echo "net: FAILED" >&2; status=1; }
@@ -112,6 +114,8 @@ for p in "${parts[@]}"; do
         export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1"
         for run in Tests/fuzz/*/run.sh; do
             echo "-- $run" >&2
+            # The black box drives the ASan daemon (net_e2e, part asan).
+            [[ "$run" == *blackbox* ]] && continue
             # The dispatch target is Swift (whole server) with its own options.
             if [[ "$run" == *dispatch* ]]; then
                 ASAN_OPTIONS="detect_leaks=0" FUZZ_SECONDS="${SAN_FUZZ_SECONDS:-10}" bash "$run" || status=1
