@@ -7,7 +7,9 @@
  *  - A rule set is compiled once (PCRE2, JIT where available) and is immutable
  *    afterwards, so one set is shared by every thread; per-call state lives in
  *    a cb_redact_result_t owned by the caller (one per thread).
- *  - Built-in rules carry literal triggers ("ghp_", "AKIA", "password", "://").
+ *  - Built-in rules are data (redact-rules/, one file per family, compiled
+ *    into a C table by scripts/embed-redact-rules.py) and carry literal
+ *    keywords ("ghp_", "AKIA", "password", "://") that also anchor them.
  *    One pass over the text looks for any trigger through a hashed trigram
  *    bitmap; text without a trigger is scanned once and no regex runs. A rule's
  *    regex runs only anchored at its trigger, so its cost is bounded by the
@@ -76,6 +78,7 @@ int cb_redact_rules_jit(const cb_redact_rules_t *rules);
 /* The built-in catalog, for docs, tests and the per-rule baseline benchmark. */
 size_t cb_redact_builtin_count(void);
 const char *cb_redact_builtin_id(size_t i);
+const char *cb_redact_builtin_family(size_t i); /* "cloud", "vcs", ... (redact-rules/NN-<family>.rules) */
 const char *cb_redact_builtin_description(size_t i);
 const char *cb_redact_builtin_pattern(size_t i);
 

@@ -25,6 +25,7 @@ struct rule {
     size_t id_len, replacement_len;
     pcre2_code *code;
     unsigned back, gate, flags;
+    double min_entropy;
     int anchored; /* tried only at its triggers */
     int jit;
     int has_group;
@@ -211,6 +212,7 @@ static void builtin_source(struct rule *r, size_t i, struct rule_src *src) {
     r->back = d->back;
     r->gate = d->gate;
     r->flags = d->flags;
+    r->min_entropy = d->min_entropy;
     r->anchored = 1;
 }
 
@@ -316,6 +318,9 @@ void cb_redact_rules_set_time_budget(cb_redact_rules_t *rs, uint32_t ms) {
 
 size_t cb_redact_builtin_count(void) { return cb_redact_catalog_count; }
 const char *cb_redact_builtin_id(size_t i) { return i < cb_redact_catalog_count ? cb_redact_catalog[i].id : NULL; }
+const char *cb_redact_builtin_family(size_t i) {
+    return i < cb_redact_catalog_count ? cb_redact_catalog[i].family : NULL;
+}
 const char *cb_redact_builtin_description(size_t i) {
     return i < cb_redact_catalog_count ? cb_redact_catalog[i].description : NULL;
 }
@@ -394,15 +399,42 @@ static int prose_follows(const unsigned char *v, size_t len, const unsigned char
     return p + 1 < end_of_text && p[0] == ' ' && ((p[1] >= 'a' && p[1] <= 'z') || (p[1] >= 'A' && p[1] <= 'Z'));
 }
 
-static int gate_ok(unsigned gate, const unsigned char *v, size_t len, const unsigned char *end_of_text) {
+static inline int is_alpha_(unsigned char x) { return (x >= 'a' && x <= 'z') || (x >= 'A' && x <= 'Z') || x == '_'; }
+
+static int password_ok(const unsigned char *v, size_t len, const unsigned char *end_of_text) {
+    const char *s = (const char *)v;
+    return !cb_redact_is_placeholder(s, len) && !cb_redact_is_stopword(s, len) && !cb_redact_is_path(s, len) &&
+           s[0] != '-' && !prose_follows(v, len, end_of_text);
+}
+
+/* An unquoted identifier given as a keyword argument, as in
+ * login(user=u, password=pw): a variable, not the password. */
+static int argument_variable(const unsigned char *text, const unsigned char *name, const unsigned char *v, size_t len) {
+    if (v > name && (v[-1] == '"' || v[-1] == '\'')) return 0;
+    if (!(is_alpha_(v[0]))) return 0;
+    for (size_t i = 1; i < len; i++)
+        if (!is_alpha_(v[i]) && !(v[i] >= '0' && v[i] <= '9') && v[i] != '.') return 0;
+    const unsigned char *p = name;
+    while (p > text && (p[-1] == ' ' || p[-1] == '\t')) p--;
+    return p > text && (p[-1] == '(' || p[-1] == ',');
+}
+
+/* The value v (len bytes) a rule matched, after the name part of the match
+ * (name, from the match start up to v): is it a secret? */
+static int gate_ok(unsigned gate, const unsigned char *text, const unsigned char *name, const unsigned char *v,
+                   size_t len, const unsigned char *end_of_text) {
     const char *s = (const char *)v;
     switch (gate) {
     case CB_GATE_NONE: return 1;
     case CB_GATE_PLACEHOLDER: return !cb_redact_is_placeholder(s, len);
     case CB_GATE_PASSWORD:
-        return !cb_redact_is_placeholder(s, len) && !cb_redact_is_stopword(s, len) && !cb_redact_is_path(s, len) &&
-               s[0] != '-' && !prose_follows(v, len, end_of_text);
+        return password_ok(v, len, end_of_text) && !cb_redact_benign_name((const char *)name, (size_t)(v - name)) &&
+               !argument_variable(text, name, v, len);
     case CB_GATE_RANDOM: return cb_redact_looks_random(s, len);
+    case CB_GATE_PROSE: {
+        int quoted = v > name && (v[-1] == '"' || v[-1] == '\'' || v[-1] == '`');
+        return password_ok(v, len, end_of_text) && (quoted || !cb_redact_is_plain_word(s, len));
+    }
     }
     return 1;
 }
@@ -443,7 +475,8 @@ static int match_at(struct call *c, size_t ri, size_t start, size_t *next, pcre2
         e = ov[3];
     }
     *next = me > ms ? me : me + 1;
-    if (e == s || !gate_ok(r->gate, c->u + s, e - s, c->u + c->n)) return 0;
+    if (e == s || !gate_ok(r->gate, c->u, c->u + ms, c->u + s, e - s, c->u + c->n)) return 0;
+    if (r->min_entropy > 0 && cb_redact_entropy((const char *)c->u + s, e - s) < r->min_entropy) return 0;
     return push(c, (uint32_t)ri, 0, s, e, ms, me);
 }
 

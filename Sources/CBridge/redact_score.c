@@ -48,6 +48,8 @@ static const char *const needles[] = {
     /* documentation filler */
     "your_", "your-", "yourapi", "your api", "changeme", "change_me", "placeholder", "example", "dummy",
     "replace_me", "replace-me", "todo", "insert_",
+    /* publishable keys: public by design */
+    "pk_test_", "pk_live_",
 };
 #define NNEEDLES (sizeof needles / sizeof needles[0])
 
@@ -101,6 +103,8 @@ int cb_redact_is_placeholder(const char *s, size_t len) {
     if (s[0] == '<' && s[len - 1] == '>') return 1;
     if (s[0] == '{' || s[0] == '[') return 1;
     if (starts(s, len, "%(") || starts(s, len, "#{") || starts(s, len, "@{")) return 1;
+    /* A YAML tag instead of the value (password: !vault |, !Ref DbPassword). */
+    if (s[0] == '!' && len > 1 && cb_redact_is_plain_word(s + 1, len - 1)) return 1;
     /* Code that reads the secret from somewhere else; documentation filler. */
     if (has_needle(low, len)) return 1;
     /* Masked or dummy values: ****, xxxx, ...., same character repeated. */
@@ -121,7 +125,10 @@ int cb_redact_is_stopword(const char *s, size_t len) {
         "invalid", "incorrect", "expired", "changed", "reset", "updated", "saved", "the", "a", "an",
         "is", "was", "your", "my", "please", "enter", "type", "prompt", "ask", "generated", "auto",
         "env", "file", "stdin", "or", "and", "to", "with", "for", "of", "in", "if", "then", "not", "as", "when",
-        "from", "by", "instead", NULL};
+        "from", "by", "instead", "wrong", "weak", "strong", "correct", "valid", "blank", "short", "long",
+        "stored", "encrypted", "hashed", "protected", "same", "different", "sent", "set", "needed",
+        "secret", "unknown", "ignored", "redacted", "removed", "rotated", "revoked", "unchanged",
+        "password", "passwd", "passphrase", "pass", "pwd", "token", NULL};
     for (int i = 0; words[i]; i++)
         if (strlen(words[i]) == len && strncasecmp(s, words[i], len) == 0) return 1;
     return 0;
@@ -180,4 +187,50 @@ int cb_redact_looks_random(const char *s, size_t len) {
     for (size_t i = 0; i + 3 <= len; i++) /* a URL: url-credentials judges those */
         if (s[i] == ':' && s[i + 1] == '/' && s[i + 2] == '/') return 0;
     return 1;
+}
+
+/* Letters only ("weak", "Secret"): in prose, a word, not a password. */
+int cb_redact_is_plain_word(const char *s, size_t len) {
+    if (len == 0) return 0;
+    for (size_t i = 0; i < len; i++)
+        if (!(cls[(unsigned char)s[i]] & 3)) return 0;
+    return 1;
+}
+
+/* Words of a key name that make it about a password rather than the password
+ * itself: PASSWORD_MIN_LENGTH=12, passwordField: "pw", --password-file. */
+static const char *const benign_words[] = {
+    "length", "len", "min", "max", "size", "count", "policy", "file", "path", "dir", "prompt", "field",
+    "label", "hint", "regex", "pattern", "rule", "rules", "reset", "expiry", "expires", "expiration",
+    "age", "strength", "enabled", "required", "type", "mode", "url", "uri", "changed", "updated",
+    "timeout", "ttl", "attempts", "retries", "complexity", "history", "command", "cmd", "placeholder",
+    "input", "less", "chars", "digits", "validation", "validator", "error", "message", "msg", "title",
+    "text", "help", "format", "algorithm", "algo", "store", "manager", "provider", "source", "method",
+    "stdin", "env", "var", "lifetime", "days", "interval", "param", "parameter", NULL};
+
+static int benign_segment(const char *w, size_t n) {
+    char low[16];
+    if (n == 0 || n > sizeof low) return 0;
+    for (size_t i = 0; i < n; i++) low[i] = (char)((cls[(unsigned char)w[i]] & 2) ? w[i] + 32 : w[i]);
+    for (int i = 0; benign_words[i]; i++)
+        if (strlen(benign_words[i]) == n && memcmp(low, benign_words[i], n) == 0) return 1;
+    return 0;
+}
+
+/* The identifier the match starts with (after leading -, $, quotes), cut
+ * into words at _ - . and camelCase humps: is one of them benign? */
+int cb_redact_benign_name(const char *s, size_t len) {
+    size_t i = 0;
+    while (i < len && !cls[(unsigned char)s[i]]) i++;
+    size_t w = i;
+    for (; i <= len; i++) {
+        unsigned k = i < len ? cls[(unsigned char)s[i]] : 0;
+        int hump = k == 2 && i > w && cls[(unsigned char)s[i - 1]] == 1;
+        if (k && !hump) continue;
+        if (benign_segment(s + w, i - w)) return 1;
+        if (hump) { w = i; continue; }
+        if (i >= len || !(s[i] == '_' || s[i] == '-' || s[i] == '.')) return 0;
+        w = i + 1;
+    }
+    return 0;
 }
