@@ -32,6 +32,7 @@ struct rule {
 };
 
 struct trig {
+    uint32_t pre, mask; /* the first (up to) 4 bytes, folded unless cs: one compare rejects most */
     unsigned char lit[32];
     uint8_t len, cs;
     uint16_t rule;
@@ -45,6 +46,12 @@ struct cb_redact_rules {
     size_t ntrigs;
     int32_t first[1024];  /* trigger list heads by bucket() of the first two bytes */
     uint64_t bloom[(1u << 18) / 64]; /* set of trigger prefixes as 6-bit-coded trigrams */
+    /* A trigram hit is confirmed by the fourth byte: the trigrams of 2- and
+     * 3-byte triggers (short3), and hashed 4-byte prefixes of longer ones
+     * (bloom4). English words share trigrams with keywords (path/pat.,
+     * main/mail, status/stab) far more often than 4-grams. */
+    uint64_t short3[(1u << 18) / 64];
+    uint64_t bloom4[(1u << 16) / 64];
     pcre2_match_context *mctx; /* read-only after creation: shareable */
     uint64_t budget_ns;        /* custom rules: matching time per call */
     size_t first_custom;       /* rules[first_custom...] are custom (unanchored) */
@@ -79,7 +86,9 @@ static void fold_init(void) { pthread_once(&tables_once, tables_init); }
 /* Trigger lists are keyed by the first two folded bytes. */
 static inline uint32_t bucket(uint32_t a, uint32_t b) { return (a * 31u + b) & 1023u; }
 
-static void bloom_set(struct cb_redact_rules *rs, uint32_t h) { rs->bloom[h >> 6] |= 1ull << (h & 63); }
+static inline void bit_set(uint64_t *set, uint32_t h) { set[h >> 6] |= 1ull << (h & 63); }
+static inline int bit_has(const uint64_t *set, uint32_t h) { return (set[h >> 6] >> (h & 63)) & 1; }
+static inline uint32_t quad(uint32_t tri3, uint32_t d) { return ((tri3 << 6 | code6[d]) * 2654435761u) >> 16; }
 
 static void set_error(cb_redact_compile_error *err, int code, size_t off, size_t idx, const char *msg) {
     if (!err) return;
@@ -159,6 +168,11 @@ static int add_trigger(struct cb_redact_rules *rs, const char *lit, size_t rule,
         t->lit[i] = cs ? (unsigned char)lit[i] : fold[(unsigned char)lit[i]];
     t->len = (uint8_t)len;
     t->cs = (uint8_t)cs;
+    t->pre = t->mask = 0;
+    for (size_t i = 0; i < len && i < 4; i++) {
+        t->pre |= (uint32_t)t->lit[i] << (8 * i);
+        t->mask |= 0xFFu << (8 * i);
+    }
     t->rule = (uint16_t)rule;
     unsigned char f0 = fold[(unsigned char)lit[0]], f1 = fold[(unsigned char)lit[1]];
     /* Append at the list's tail so rules are tried in catalog order. */
@@ -167,9 +181,15 @@ static int add_trigger(struct cb_redact_rules *rs, const char *lit, size_t rule,
     while (*link >= 0) link = &rs->trigs[*link].next;
     *link = (int32_t)rs->ntrigs;
     if (len >= 3) {
-        bloom_set(rs, tri(f0, f1, fold[(unsigned char)lit[2]]));
+        uint32_t h = tri(f0, f1, fold[(unsigned char)lit[2]]);
+        bit_set(rs->bloom, h);
+        if (len == 3) bit_set(rs->short3, h);
+        else bit_set(rs->bloom4, quad(h, fold[(unsigned char)lit[3]]));
     } else {
-        for (int x = 0; x < 256; x++) bloom_set(rs, tri(f0, f1, fold[x]));
+        for (int x = 0; x < 256; x++) {
+            bit_set(rs->bloom, tri(f0, f1, fold[x]));
+            bit_set(rs->short3, tri(f0, f1, fold[x]));
+        }
     }
     rs->ntrigs++;
     return 0;
@@ -497,17 +517,47 @@ static int assign_follows(const unsigned char *u, size_t n, size_t j) {
     return j < n && (u[j] == ':' || u[j] == '=');
 }
 
+/* After the trigger, up to 64 name bytes, blanks, an optional "=", then "(". */
+static int call_follows(const unsigned char *u, size_t n, size_t j) {
+    size_t lim = j + 64 < n ? j + 64 : n;
+    while (j < lim && (is_alnum(u[j]) || u[j] == '_' || u[j] == '.')) j++;
+    while (j < n && (u[j] == ' ' || u[j] == '\t')) j++;
+    if (j < n && u[j] == '=') j++;
+    while (j < n && (u[j] == ' ' || u[j] == '\t')) j++;
+    return j < n && u[j] == '(';
+}
+
+/* After the trigger, up to 30 name bytes, then a quote. */
+static int quote_follows(const unsigned char *u, size_t n, size_t j) {
+    size_t lim = j + 30 < n ? j + 30 : n;
+    while (j < lim && (is_alnum(u[j]) || u[j] == '_' || u[j] == '.' || u[j] == '-' || u[j] == ':')) j++;
+    return j < n && (u[j] == '"' || u[j] == '\'');
+}
+
+/* The cheap C checks some rules ask for before their regex runs. */
+static int context_ok(unsigned flags, const unsigned char *u, size_t n, size_t j) {
+    if ((flags & CB_TRIG_ASSIGN) && !assign_follows(u, n, j)) return 0;
+    if ((flags & CB_TRIG_CALL) && !call_follows(u, n, j)) return 0;
+    if ((flags & CB_TRIG_QUOTED) && !quote_follows(u, n, j)) return 0;
+    return 1;
+}
+
 /* All triggers starting at byte i. */
 static int at_position(struct call *c, size_t i) {
     const struct cb_redact_rules *rs = c->rs;
     const unsigned char *u = c->u;
+    uint32_t raw = 0, low = 0; /* the next 4 bytes as is and folded (0 past the end) */
+    for (size_t j = 0; j < 4 && i + j < c->n; j++) {
+        raw |= (uint32_t)u[i + j] << (8 * j);
+        low |= (uint32_t)fold[u[i + j]] << (8 * j);
+    }
     for (int32_t k = rs->first[bucket(fold[u[i]], fold[u[i + 1]])]; k >= 0; k = rs->trigs[k].next) {
         const struct trig *t = &rs->trigs[k];
-        if (i + t->len > c->n) continue;
+        if (((t->cs ? raw : low) & t->mask) != t->pre || i + t->len > c->n) continue;
         if (t->cs) {
-            if (memcmp(u + i, t->lit, t->len) != 0) continue;
+            if (t->len > 4 && memcmp(u + i + 4, t->lit + 4, t->len - 4u) != 0) continue;
         } else {
-            size_t j = 0;
+            size_t j = 4;
             while (j < t->len && fold[u[i + j]] == t->lit[j]) j++;
             if (j < t->len) continue;
         }
@@ -520,7 +570,7 @@ static int at_position(struct call *c, size_t i) {
             int caps = !(r->flags & CB_TRIG_CASE) && is_upper(p) && is_upper(q); /* APIKEY */
             if (!hump && !caps) continue;
         }
-        if ((r->flags & CB_TRIG_ASSIGN) && !assign_follows(u, c->n, i + t->len)) continue;
+        if (!context_ok(r->flags, u, c->n, i + t->len)) continue;
         int rc = prepare(c);
         if (rc) return rc;
         if (c->res->skip[t->rule] > start) continue; /* inside this rule's last match */
@@ -587,7 +637,8 @@ static int build_output(struct call *c, unsigned opts) {
 }
 
 /* The built-in rules, at the positions the prefilter lets through: one
- * pass, a rolling 18-bit trigram code and one bitmap probe per byte. */
+ * pass, a rolling 18-bit trigram code and one bitmap probe per byte; a hit
+ * is confirmed by the short-trigger set or the 4-gram set. */
 static int run_builtins(struct call *c) {
     const struct cb_redact_rules *rs = c->rs;
     const unsigned char *u = c->u;
@@ -599,11 +650,12 @@ static int run_builtins(struct call *c) {
     int rc;
     for (; i + 2 < n; i++) {
         h = (h << 6 | code6[u[i + 2]]) & 0x3FFFFu;
-        if (__builtin_expect(!((bloom[h >> 6] >> (h & 63)) & 1), 1)) continue;
+        if (__builtin_expect(!bit_has(bloom, h), 1)) continue;
+        if (!bit_has(rs->short3, h) && (i + 3 >= n || !bit_has(rs->bloom4, quad(h, u[i + 3])))) continue;
         if ((rc = at_position(c, i))) return rc;
     }
     h = (h << 6 | code6[0]) & 0x3FFFFu; /* the last two bytes: 2-byte triggers */
-    if ((bloom[h >> 6] >> (h & 63)) & 1) return at_position(c, i);
+    if (bit_has(bloom, h)) return at_position(c, i);
     return 0;
 }
 

@@ -24,6 +24,12 @@ enum cb_redact_gate {
                                  quote and spaces, a ':' or '=' follows (a cheap C
                                  check that skips prose like "token refreshed") */
 
+#define CB_TRIG_CALL     0x8u /* the regex runs only if a "(" follows the trigger
+                                 (name bytes, blanks, an optional "=" between):
+                                 login("u", "p"), auth=("u", "p") */
+#define CB_TRIG_QUOTED   0x10u /* the regex runs only if a quote follows the
+                                 trigger after name bytes: key="DbPassword" */
+
 #define CB_REDACT_MAX_TRIGGERS 8
 
 typedef struct cb_redact_rule_def {
