@@ -44,7 +44,8 @@ struct cb_redact_rules {
     size_t nrules;
     struct trig *trigs;
     size_t ntrigs;
-    int32_t first[1024];  /* trigger list heads by bucket() of the first two bytes */
+    int32_t first[1024];  /* 2-3 byte triggers: list heads by bucket() of the first two bytes */
+    int32_t first4[4096]; /* longer triggers: list heads by bucket4() of the first four */
     uint64_t bloom[(1u << 18) / 64]; /* set of trigger prefixes as 6-bit-coded trigrams */
     /* A trigram hit is confirmed by the fourth byte: the trigrams of 2- and
      * 3-byte triggers (short3), and hashed 4-byte prefixes of longer ones
@@ -83,8 +84,10 @@ static void tables_init(void) {
     code6_init();
 }
 static void fold_init(void) { pthread_once(&tables_once, tables_init); }
-/* Trigger lists are keyed by the first two folded bytes. */
+/* Trigger lists are keyed by the first two folded bytes (short triggers) or
+ * the first four (the rest): a position walks only triggers that can match. */
 static inline uint32_t bucket(uint32_t a, uint32_t b) { return (a * 31u + b) & 1023u; }
+static inline uint32_t bucket4(uint32_t low4) { return (low4 * 2654435761u) >> 20; }
 
 static inline void bit_set(uint64_t *set, uint32_t h) { set[h >> 6] |= 1ull << (h & 63); }
 static inline int bit_has(const uint64_t *set, uint32_t h) { return (set[h >> 6] >> (h & 63)) & 1; }
@@ -160,6 +163,10 @@ void cb_redact_rules_free(cb_redact_rules_t *rs) {
     free(rs);
 }
 
+static uint32_t fold4(const unsigned char *lit) {
+    return (uint32_t)fold[lit[0]] | (uint32_t)fold[lit[1]] << 8 | (uint32_t)fold[lit[2]] << 16 | (uint32_t)fold[lit[3]] << 24;
+}
+
 static int add_trigger(struct cb_redact_rules *rs, const char *lit, size_t rule, int cs) {
     size_t len = strlen(lit);
     if (len < 2 || len > sizeof rs->trigs[0].lit) return CB_EINVAL;
@@ -177,7 +184,7 @@ static int add_trigger(struct cb_redact_rules *rs, const char *lit, size_t rule,
     unsigned char f0 = fold[(unsigned char)lit[0]], f1 = fold[(unsigned char)lit[1]];
     /* Append at the list's tail so rules are tried in catalog order. */
     t->next = -1;
-    int32_t *link = &rs->first[bucket(f0, f1)];
+    int32_t *link = len < 4 ? &rs->first[bucket(f0, f1)] : &rs->first4[bucket4(t->cs ? fold4(t->lit) : t->pre)];
     while (*link >= 0) link = &rs->trigs[*link].next;
     *link = (int32_t)rs->ntrigs;
     if (len >= 3) {
@@ -200,6 +207,7 @@ static struct cb_redact_rules *rules_alloc(size_t nb, size_t n) {
     struct cb_redact_rules *rs = calloc(1, sizeof *rs);
     if (!rs) return NULL;
     memset(rs->first, 0xff, sizeof rs->first);
+    memset(rs->first4, 0xff, sizeof rs->first4);
     rs->rules = calloc(n ? n : 1, sizeof *rs->rules);
     size_t ntr = 0;
     for (size_t i = 0; i < nb; i++)
@@ -542,6 +550,38 @@ static int context_ok(unsigned flags, const unsigned char *u, size_t n, size_t j
     return 1;
 }
 
+/* Trigger t at byte i (raw/low: the 4 bytes there as is and folded): if
+ * it is there and its rule's checks pass, run the rule. */
+static int try_trigger(struct call *c, const struct trig *t, size_t i, uint32_t raw, uint32_t low) {
+    const unsigned char *u = c->u;
+    if (((t->cs ? raw : low) & t->mask) != t->pre || i + t->len > c->n) return 0;
+    if (t->cs) {
+        if (t->len > 4 && memcmp(u + i + 4, t->lit + 4, t->len - 4u) != 0) return 0;
+    } else {
+        size_t j = 4;
+        while (j < t->len && fold[u[i + j]] == t->lit[j]) j++;
+        if (j < t->len) return 0;
+    }
+    const struct rule *r = &c->rs->rules[t->rule];
+    if (i < r->back) return 0;
+    size_t start = i - r->back;
+    if ((r->flags & CB_TRIG_BOUNDARY) && start > 0 && is_alnum(u[start - 1])) {
+        unsigned char p = u[start - 1], q = u[start];
+        int hump = is_lower(p) && is_upper(q);        /* apiKey */
+        int caps = !(r->flags & CB_TRIG_CASE) && is_upper(p) && is_upper(q); /* APIKEY */
+        if (!hump && !caps) return 0;
+    }
+    if (!context_ok(r->flags, u, c->n, i + t->len)) return 0;
+    int rc = prepare(c);
+    if (rc) return rc;
+    if (c->res->skip[t->rule] > start) return 0; /* inside this rule's last match */
+    size_t next;
+    rc = match_at(c, t->rule, start, &next, c->rs->mctx);
+    if (rc) return rc;
+    if (next != SIZE_MAX) c->res->skip[t->rule] = next;
+    return 0;
+}
+
 /* All triggers starting at byte i. */
 static int at_position(struct call *c, size_t i) {
     const struct cb_redact_rules *rs = c->rs;
@@ -551,34 +591,12 @@ static int at_position(struct call *c, size_t i) {
         raw |= (uint32_t)u[i + j] << (8 * j);
         low |= (uint32_t)fold[u[i + j]] << (8 * j);
     }
-    for (int32_t k = rs->first[bucket(fold[u[i]], fold[u[i + 1]])]; k >= 0; k = rs->trigs[k].next) {
-        const struct trig *t = &rs->trigs[k];
-        if (((t->cs ? raw : low) & t->mask) != t->pre || i + t->len > c->n) continue;
-        if (t->cs) {
-            if (t->len > 4 && memcmp(u + i + 4, t->lit + 4, t->len - 4u) != 0) continue;
-        } else {
-            size_t j = 4;
-            while (j < t->len && fold[u[i + j]] == t->lit[j]) j++;
-            if (j < t->len) continue;
-        }
-        const struct rule *r = &rs->rules[t->rule];
-        if (i < r->back) continue;
-        size_t start = i - r->back;
-        if ((r->flags & CB_TRIG_BOUNDARY) && start > 0 && is_alnum(u[start - 1])) {
-            unsigned char p = u[start - 1], q = u[start];
-            int hump = is_lower(p) && is_upper(q);        /* apiKey */
-            int caps = !(r->flags & CB_TRIG_CASE) && is_upper(p) && is_upper(q); /* APIKEY */
-            if (!hump && !caps) continue;
-        }
-        if (!context_ok(r->flags, u, c->n, i + t->len)) continue;
-        int rc = prepare(c);
-        if (rc) return rc;
-        if (c->res->skip[t->rule] > start) continue; /* inside this rule's last match */
-        size_t next;
-        rc = match_at(c, t->rule, start, &next, rs->mctx);
-        if (rc) return rc;
-        if (next != SIZE_MAX) c->res->skip[t->rule] = next;
-    }
+    int rc;
+    for (int32_t k = rs->first[bucket(fold[u[i]], fold[u[i + 1]])]; k >= 0; k = rs->trigs[k].next)
+        if ((rc = try_trigger(c, &rs->trigs[k], i, raw, low))) return rc;
+    if (i + 4 > c->n) return 0;
+    for (int32_t k = rs->first4[bucket4(low)]; k >= 0; k = rs->trigs[k].next)
+        if ((rc = try_trigger(c, &rs->trigs[k], i, raw, low))) return rc;
     return 0;
 }
 

@@ -51,5 +51,6 @@ extern const size_t cb_redact_catalog_count;
 int cb_redact_is_stopword(const char *s, size_t len);
 int cb_redact_is_path(const char *s, size_t len);
 int cb_redact_is_plain_word(const char *s, size_t len);
+int cb_redact_is_path_like(const char *s, size_t len);
 int cb_redact_benign_name(const char *s, size_t len);
 #endif

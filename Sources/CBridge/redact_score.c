@@ -103,6 +103,8 @@ int cb_redact_is_placeholder(const char *s, size_t len) {
     if (s[0] == '<' && s[len - 1] == '>') return 1;
     if (s[0] == '{' || s[0] == '[') return 1;
     if (starts(s, len, "%(") || starts(s, len, "#{") || starts(s, len, "@{")) return 1;
+    /* A file the tool reads the value from (password=@password.txt). */
+    if (s[0] == '@' && len > 2 && cb_redact_is_path_like(s + 1, len - 1)) return 1;
     /* A YAML tag instead of the value (password: !vault |, !Ref DbPassword). */
     if (s[0] == '!' && len > 1 && cb_redact_is_plain_word(s + 1, len - 1)) return 1;
     /* Code that reads the secret from somewhere else; documentation filler. */
@@ -233,4 +235,15 @@ int cb_redact_benign_name(const char *s, size_t len) {
         w = i + 1;
     }
     return 0;
+}
+
+/* A file name or relative path: word bytes with a "." or "/" (secrets.txt, conf/pw). */
+int cb_redact_is_path_like(const char *s, size_t len) {
+    int sep = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '.' || c == '/') sep = 1;
+        else if (!cls[c] && c != '_' && c != '-') return 0;
+    }
+    return sep;
 }
