@@ -104,7 +104,7 @@ typedef struct cb_redact_result {
     size_t fcap, tcap;
     void *md;            /* pcre2_match_data, created on first regex run */
     void *cmctx;         /* match context for custom rules (offset limit) */
-    size_t *skip;        /* per-rule: matched up to here already */
+    size_t *skip;        /* [count, (rule, end of its last match) pairs] of this call */
     size_t skipcap;
 } cb_redact_result_t;
 

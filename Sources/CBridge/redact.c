@@ -376,7 +376,6 @@ struct call {
     size_t n;
     cb_redact_result_t *res;
     pcre2_match_data *md;
-    int skip_ready;
 };
 
 static int push(struct call *c, uint32_t rule, uint32_t flags, size_t s, size_t e, size_t ms, size_t me) {
@@ -399,16 +398,33 @@ static int prepare(struct call *c) {
         if (!res->md) return CB_ENOMEM;
     }
     c->md = res->md;
-    if (!c->skip_ready) {
-        if (res->skipcap < c->rs->nrules) {
-            size_t *s = realloc(res->skip, c->rs->nrules * sizeof *s);
-            if (!s) return CB_ENOMEM;
-            res->skip = s;
-            res->skipcap = c->rs->nrules;
-        }
-        memset(res->skip, 0, c->rs->nrules * sizeof *res->skip);
-        c->skip_ready = 1;
+    return 0;
+}
+
+/* Where rule ri's last match in this call ended (0: none). A call matches
+ * few distinct rules, so a short list (skip[0] pairs after it) beats a
+ * per-rule array that would be cleared on every call. */
+static size_t skip_get(const cb_redact_result_t *res, size_t ri) {
+    size_t n = res->skip ? res->skip[0] : 0;
+    for (size_t k = 0; k < n; k++)
+        if (res->skip[1 + 2 * k] == ri) return res->skip[2 + 2 * k];
+    return 0;
+}
+
+static int skip_set(cb_redact_result_t *res, size_t ri, size_t next) {
+    size_t n = res->skip ? res->skip[0] : 0;
+    for (size_t k = 0; k < n; k++)
+        if (res->skip[1 + 2 * k] == ri) { res->skip[2 + 2 * k] = next; return 0; }
+    if (n == res->skipcap) {
+        size_t cap = res->skipcap ? res->skipcap * 2 : 8;
+        size_t *s = realloc(res->skip, (1 + 2 * cap) * sizeof *s);
+        if (!s) return CB_ENOMEM;
+        res->skip = s;
+        res->skipcap = cap;
     }
+    res->skip[1 + 2 * n] = ri;
+    res->skip[2 + 2 * n] = next;
+    res->skip[0] = n + 1;
     return 0;
 }
 
@@ -574,12 +590,11 @@ static int try_trigger(struct call *c, const struct trig *t, size_t i, uint32_t 
     if (!context_ok(r->flags, u, c->n, i + t->len)) return 0;
     int rc = prepare(c);
     if (rc) return rc;
-    if (c->res->skip[t->rule] > start) return 0; /* inside this rule's last match */
+    if (skip_get(c->res, t->rule) > start) return 0; /* inside this rule's last match */
     size_t next;
     rc = match_at(c, t->rule, start, &next, c->rs->mctx);
     if (rc) return rc;
-    if (next != SIZE_MAX) c->res->skip[t->rule] = next;
-    return 0;
+    return next != SIZE_MAX ? skip_set(c->res, t->rule, next) : 0;
 }
 
 /* All triggers starting at byte i. */
@@ -734,7 +749,8 @@ int cb_redact_run(const cb_redact_rules_t *rs, const char *text, size_t n, unsig
     res->text = NULL;
     res->len = 0;
     res->flags = 0;
-    struct call c = {rs, (const unsigned char *)text, n, res, NULL, 0};
+    if (res->skip) res->skip[0] = 0;
+    struct call c = {rs, (const unsigned char *)text, n, res, NULL};
     int rc = run_builtins(&c);
     for (size_t ri = rs->first_custom; !rc && ri < rs->nrules; ri++) rc = run_custom(&c, ri);
     if (rc < 0) return rc;
