@@ -140,6 +140,14 @@ int cb_redact_is_path(const char *s, size_t len) {
     if (len < 2) return 0;
     int rooted = s[0] == '/' || (s[0] == '~' && s[1] == '/') || (s[0] == '.' && (s[1] == '/' || s[1] == '.'));
     if (!rooted) return 0;
+    /* base64 starts with "/" one time in 64: "+", "=" or a 40-byte segment
+     * say it is not a path. */
+    size_t seg = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '+' || s[i] == '=') return 0;
+        seg = s[i] == '/' ? 0 : seg + 1;
+        if (seg >= 40) return 0;
+    }
     /* A path has a second separator or ends in a file name with an extension. */
     for (size_t i = 1; i < len; i++) if (s[i] == '/' || s[i] == '.') return 1;
     return 0;
