@@ -452,9 +452,11 @@ static int password_ok(const unsigned char *v, size_t len, const unsigned char *
 }
 
 /* An unquoted identifier given as a keyword argument, as in
- * login(user=u, password=pw): a variable, not the password. */
+ * login(user=u, password=pw): a variable, not the password. (With ":" it is
+ * a mapping, "user: admin, pass: hunter2", and the value is literal.) */
 static int argument_variable(const unsigned char *text, const unsigned char *name, const unsigned char *v, size_t len) {
     if (v > name && (v[-1] == '"' || v[-1] == '\'')) return 0;
+    if (memchr(name, ':', (size_t)(v - name))) return 0;
     if (!(is_alpha_(v[0]))) return 0;
     for (size_t i = 1; i < len; i++)
         if (!is_alpha_(v[i]) && !(v[i] >= '0' && v[i] <= '9') && v[i] != '.') return 0;

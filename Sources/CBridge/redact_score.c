@@ -156,6 +156,14 @@ int cb_redact_is_path(const char *s, size_t len) {
 /* Character classes for the randomness gate: 1 lower, 2 upper, 4 digit. */
 static const unsigned char cls[256] = {['a' ... 'z'] = 1, ['A' ... 'Z'] = 2, ['0' ... '9'] = 4};
 
+static int is_hex(const char *s, size_t len) {
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) return 0;
+    }
+    return 1;
+}
+
 int cb_redact_looks_random(const char *s, size_t len) {
     if (len < 12) return 0;
     const unsigned char *u = (const unsigned char *)s;
@@ -191,6 +199,9 @@ int cb_redact_looks_random(const char *s, size_t len) {
     /* A random string over [A-Za-z0-9] of length n has an entropy close to
      * log2(min(n, 62)); require most of it (12 chars: ~3.3, 20+: ~3.6). */
     double need = len >= 20 ? 3.4 : 3.0;
+    /* Hex has 16 symbols: 32 random hex bytes average ~3.55 bits and fall
+     * under 3.4 one time in 15. */
+    if (is_hex(s, len)) need = len >= 20 ? 3.1 : 2.8;
     if (h < need) return 0;
     /* Last, the costlier judgements on what passed the cheap ones. */
     if (cb_redact_is_placeholder(s, len) || cb_redact_is_path(s, len)) return 0;
