@@ -475,7 +475,8 @@ static int gate_ok(unsigned gate, const unsigned char *text, const unsigned char
     case CB_GATE_PLACEHOLDER: return !cb_redact_is_placeholder(s, len);
     case CB_GATE_PASSWORD:
         return password_ok(v, len, end_of_text) && !cb_redact_benign_name((const char *)name, (size_t)(v - name)) &&
-               !argument_variable(text, name, v, len);
+               !argument_variable(text, name, v, len) &&
+               !(v > name && v[-1] != '"' && v[-1] != '\'' && cb_redact_is_cmdlet(s, len));
     case CB_GATE_RANDOM: return cb_redact_looks_random(s, len);
     case CB_GATE_PROSE: {
         int quoted = v > name && (v[-1] == '"' || v[-1] == '\'' || v[-1] == '`');
@@ -533,13 +534,18 @@ static inline int is_upper(unsigned char x) { return x >= 'A' && x <= 'Z'; }
 static inline int is_lower(unsigned char x) { return x >= 'a' && x <= 'z'; }
 
 /* The prefix every "name = value" rule needs: name bytes, an optional
- * (escaped) quote, blanks, then ':' or '='. */
+ * (escaped) quote, blanks, then ':' or '=' (a VB "As <type>" may sit
+ * before the '='). */
 static int assign_follows(const unsigned char *u, size_t n, size_t j) {
     size_t lim = j + 64 < n ? j + 64 : n;
     while (j < lim && (is_alnum(u[j]) || u[j] == '_' || u[j] == '.' || u[j] == '-')) j++;
     if (j < n && u[j] == '\\') j++;
     if (j < n && (u[j] == '"' || u[j] == '\'')) j++;
     while (j < n && (u[j] == ' ' || u[j] == '\t' || u[j] == '\r' || u[j] == '\n')) j++;
+    if (j + 3 < n && (u[j] | 0x20) == 'a' && (u[j + 1] | 0x20) == 's' && u[j + 2] == ' ') {
+        for (j += 3; j < lim && (is_alnum(u[j]) || u[j] == '.'); j++) {}
+        while (j < n && u[j] == ' ') j++;
+    }
     return j < n && (u[j] == ':' || u[j] == '=');
 }
 
@@ -560,11 +566,22 @@ static int quote_follows(const unsigned char *u, size_t n, size_t j) {
     return j < n && (u[j] == '"' || u[j] == '\'');
 }
 
+/* After the trigger, blanks, then "is" or "was" and a blank or ':'. */
+static int verb_follows(const unsigned char *u, size_t n, size_t j) {
+    size_t k = j;
+    while (k < n && (u[k] == ' ' || u[k] == '\t')) k++;
+    if (k == j || k + 3 > n) return 0;
+    size_t w = (u[k] | 0x20) == 'i' && (u[k + 1] | 0x20) == 's' ? 2
+             : k + 4 <= n && (u[k] | 0x20) == 'w' && (u[k + 1] | 0x20) == 'a' && (u[k + 2] | 0x20) == 's' ? 3 : 0;
+    return w && k + w < n && (u[k + w] == ' ' || u[k + w] == '\t' || u[k + w] == ':');
+}
+
 /* The cheap C checks some rules ask for before their regex runs. */
 static int context_ok(unsigned flags, const unsigned char *u, size_t n, size_t j) {
     if ((flags & CB_TRIG_ASSIGN) && !assign_follows(u, n, j)) return 0;
     if ((flags & CB_TRIG_CALL) && !call_follows(u, n, j)) return 0;
     if ((flags & CB_TRIG_QUOTED) && !quote_follows(u, n, j)) return 0;
+    if ((flags & CB_TRIG_VERB) && !verb_follows(u, n, j)) return 0;
     return 1;
 }
 

@@ -30,6 +30,9 @@ enum cb_redact_gate {
 #define CB_TRIG_QUOTED   0x10u /* the regex runs only if a quote follows the
                                  trigger after name bytes: key="DbPassword" */
 
+#define CB_TRIG_VERB     0x20u /* the regex runs only if " is " or " was " follows the
+                                 trigger: "the key is ..." */
+
 #define CB_REDACT_MAX_TRIGGERS 8
 
 typedef struct cb_redact_rule_def {
@@ -52,5 +55,6 @@ int cb_redact_is_stopword(const char *s, size_t len);
 int cb_redact_is_path(const char *s, size_t len);
 int cb_redact_is_plain_word(const char *s, size_t len);
 int cb_redact_is_path_like(const char *s, size_t len);
+int cb_redact_is_cmdlet(const char *s, size_t len);
 int cb_redact_benign_name(const char *s, size_t len);
 #endif

@@ -266,3 +266,14 @@ int cb_redact_is_path_like(const char *s, size_t len) {
     }
     return sep;
 }
+
+/* A PowerShell cmdlet (Verb-Noun: Read-Host, Get-Content) given unquoted as a
+ * value: $pw = Read-Host -AsSecureString runs a command. */
+int cb_redact_is_cmdlet(const char *s, size_t len) {
+    size_t i = 0;
+    if (len < 5 || !(cls[(unsigned char)s[0]] & 2)) return 0;
+    for (i = 1; i < len && (cls[(unsigned char)s[i]] & 1); i++) {}
+    if (i < 3 || i + 2 >= len || s[i] != '-' || !(cls[(unsigned char)s[i + 1]] & 2)) return 0;
+    for (i += 2; i < len && (cls[(unsigned char)s[i]] & 3); i++) {}
+    return i == len;
+}
