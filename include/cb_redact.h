@@ -11,7 +11,8 @@
  *    into a C table by scripts/embed-redact-rules.py) and carry literal
  *    keywords ("ghp_", "AKIA", "password", "://") that also anchor them.
  *    One pass over the text looks for any trigger through a hashed trigram
- *    bitmap; text without a trigger is scanned once and no regex runs. A rule's
+ *    bitmap (a hit confirmed by the 4th byte); text without a trigger is
+ *    scanned once and no regex runs. A rule's
  *    regex runs only anchored at its trigger, so its cost is bounded by the
  *    secret's length, not by the text's.
  *  - Matches are collected as findings (rule + byte offsets), overlaps merged,
