@@ -7,9 +7,12 @@
  *  - A rule set is compiled once (PCRE2, JIT where available) and is immutable
  *    afterwards, so one set is shared by every thread; per-call state lives in
  *    a cb_redact_result_t owned by the caller (one per thread).
- *  - Built-in rules carry literal triggers ("ghp_", "AKIA", "password", "://").
+ *  - Built-in rules are data (redact-rules/, one file per family, compiled
+ *    into a C table by scripts/embed-redact-rules.py) and carry literal
+ *    keywords ("ghp_", "AKIA", "password", "://") that also anchor them.
  *    One pass over the text looks for any trigger through a hashed trigram
- *    bitmap; text without a trigger is scanned once and no regex runs. A rule's
+ *    bitmap (a hit confirmed by the 4th byte); text without a trigger is
+ *    scanned once and no regex runs. A rule's
  *    regex runs only anchored at its trigger, so its cost is bounded by the
  *    secret's length, not by the text's.
  *  - Matches are collected as findings (rule + byte offsets), overlaps merged,
@@ -76,6 +79,7 @@ int cb_redact_rules_jit(const cb_redact_rules_t *rules);
 /* The built-in catalog, for docs, tests and the per-rule baseline benchmark. */
 size_t cb_redact_builtin_count(void);
 const char *cb_redact_builtin_id(size_t i);
+const char *cb_redact_builtin_family(size_t i); /* "cloud", "vcs", ... (redact-rules/NN-<family>.rules) */
 const char *cb_redact_builtin_description(size_t i);
 const char *cb_redact_builtin_pattern(size_t i);
 
@@ -101,7 +105,7 @@ typedef struct cb_redact_result {
     size_t fcap, tcap;
     void *md;            /* pcre2_match_data, created on first regex run */
     void *cmctx;         /* match context for custom rules (offset limit) */
-    size_t *skip;        /* per-rule: matched up to here already */
+    size_t *skip;        /* [count, (rule, end of its last match) pairs] of this call */
     size_t skipcap;
 } cb_redact_result_t;
 

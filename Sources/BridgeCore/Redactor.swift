@@ -122,11 +122,22 @@ public final class Redactor: @unchecked Sendable {
         (0..<cb_redact_rules_count(rules)).map { String(cString: cb_redact_rule_id(rules, $0)) }
     }
 
-    /// The built-in catalog: id and a one-line description per rule.
-    public static var catalog: [(id: String, description: String)] {
+    /// The built-in catalog: id, family (the redact-rules/ file) and a
+    /// one-line description per rule, in catalog order.
+    public static var catalog: [(id: String, family: String, description: String)] {
         (0..<cb_redact_builtin_count()).map {
-            (String(cString: cb_redact_builtin_id($0)), String(cString: cb_redact_builtin_description($0)))
+            (String(cString: cb_redact_builtin_id($0)), String(cString: cb_redact_builtin_family($0)),
+             String(cString: cb_redact_builtin_description($0)))
         }
+    }
+
+    /// Rules per family, in catalog order.
+    public static var families: [(family: String, count: Int)] {
+        var out: [(family: String, count: Int)] = []
+        for rule in catalog {
+            if out.last?.family == rule.family { out[out.count - 1].count += 1 } else { out.append((rule.family, 1)) }
+        }
+        return out
     }
 
     /// Whether PCRE2's JIT compiled every rule (else the interpreter runs them).

@@ -25,12 +25,14 @@ struct rule {
     size_t id_len, replacement_len;
     pcre2_code *code;
     unsigned back, gate, flags;
+    double min_entropy;
     int anchored; /* tried only at its triggers */
     int jit;
     int has_group;
 };
 
 struct trig {
+    uint32_t pre, mask; /* the first (up to) 4 bytes, folded unless cs: one compare rejects most */
     unsigned char lit[32];
     uint8_t len, cs;
     uint16_t rule;
@@ -42,8 +44,15 @@ struct cb_redact_rules {
     size_t nrules;
     struct trig *trigs;
     size_t ntrigs;
-    int32_t first[1024];  /* trigger list heads by bucket() of the first two bytes */
+    int32_t first[1024];  /* 2-3 byte triggers: list heads by bucket() of the first two bytes */
+    int32_t first4[4096]; /* longer triggers: list heads by bucket4() of the first four */
     uint64_t bloom[(1u << 18) / 64]; /* set of trigger prefixes as 6-bit-coded trigrams */
+    /* A trigram hit is confirmed by the fourth byte: the trigrams of 2- and
+     * 3-byte triggers (short3), and hashed 4-byte prefixes of longer ones
+     * (bloom4). English words share trigrams with keywords (path/pat.,
+     * main/mail, status/stab) far more often than 4-grams. */
+    uint64_t short3[(1u << 18) / 64];
+    uint64_t bloom4[(1u << 16) / 64];
     pcre2_match_context *mctx; /* read-only after creation: shareable */
     uint64_t budget_ns;        /* custom rules: matching time per call */
     size_t first_custom;       /* rules[first_custom...] are custom (unanchored) */
@@ -75,10 +84,14 @@ static void tables_init(void) {
     code6_init();
 }
 static void fold_init(void) { pthread_once(&tables_once, tables_init); }
-/* Trigger lists are keyed by the first two folded bytes. */
+/* Trigger lists are keyed by the first two folded bytes (short triggers) or
+ * the first four (the rest): a position walks only triggers that can match. */
 static inline uint32_t bucket(uint32_t a, uint32_t b) { return (a * 31u + b) & 1023u; }
+static inline uint32_t bucket4(uint32_t low4) { return (low4 * 2654435761u) >> 20; }
 
-static void bloom_set(struct cb_redact_rules *rs, uint32_t h) { rs->bloom[h >> 6] |= 1ull << (h & 63); }
+static inline void bit_set(uint64_t *set, uint32_t h) { set[h >> 6] |= 1ull << (h & 63); }
+static inline int bit_has(const uint64_t *set, uint32_t h) { return (set[h >> 6] >> (h & 63)) & 1; }
+static inline uint32_t quad(uint32_t tri3, uint32_t d) { return ((tri3 << 6 | code6[d]) * 2654435761u) >> 16; }
 
 static void set_error(cb_redact_compile_error *err, int code, size_t off, size_t idx, const char *msg) {
     if (!err) return;
@@ -150,6 +163,10 @@ void cb_redact_rules_free(cb_redact_rules_t *rs) {
     free(rs);
 }
 
+static uint32_t fold4(const unsigned char *lit) {
+    return (uint32_t)fold[lit[0]] | (uint32_t)fold[lit[1]] << 8 | (uint32_t)fold[lit[2]] << 16 | (uint32_t)fold[lit[3]] << 24;
+}
+
 static int add_trigger(struct cb_redact_rules *rs, const char *lit, size_t rule, int cs) {
     size_t len = strlen(lit);
     if (len < 2 || len > sizeof rs->trigs[0].lit) return CB_EINVAL;
@@ -158,17 +175,28 @@ static int add_trigger(struct cb_redact_rules *rs, const char *lit, size_t rule,
         t->lit[i] = cs ? (unsigned char)lit[i] : fold[(unsigned char)lit[i]];
     t->len = (uint8_t)len;
     t->cs = (uint8_t)cs;
+    t->pre = t->mask = 0;
+    for (size_t i = 0; i < len && i < 4; i++) {
+        t->pre |= (uint32_t)t->lit[i] << (8 * i);
+        t->mask |= 0xFFu << (8 * i);
+    }
     t->rule = (uint16_t)rule;
     unsigned char f0 = fold[(unsigned char)lit[0]], f1 = fold[(unsigned char)lit[1]];
     /* Append at the list's tail so rules are tried in catalog order. */
     t->next = -1;
-    int32_t *link = &rs->first[bucket(f0, f1)];
+    int32_t *link = len < 4 ? &rs->first[bucket(f0, f1)] : &rs->first4[bucket4(t->cs ? fold4(t->lit) : t->pre)];
     while (*link >= 0) link = &rs->trigs[*link].next;
     *link = (int32_t)rs->ntrigs;
     if (len >= 3) {
-        bloom_set(rs, tri(f0, f1, fold[(unsigned char)lit[2]]));
+        uint32_t h = tri(f0, f1, fold[(unsigned char)lit[2]]);
+        bit_set(rs->bloom, h);
+        if (len == 3) bit_set(rs->short3, h);
+        else bit_set(rs->bloom4, quad(h, fold[(unsigned char)lit[3]]));
     } else {
-        for (int x = 0; x < 256; x++) bloom_set(rs, tri(f0, f1, fold[x]));
+        for (int x = 0; x < 256; x++) {
+            bit_set(rs->bloom, tri(f0, f1, fold[x]));
+            bit_set(rs->short3, tri(f0, f1, fold[x]));
+        }
     }
     rs->ntrigs++;
     return 0;
@@ -179,6 +207,7 @@ static struct cb_redact_rules *rules_alloc(size_t nb, size_t n) {
     struct cb_redact_rules *rs = calloc(1, sizeof *rs);
     if (!rs) return NULL;
     memset(rs->first, 0xff, sizeof rs->first);
+    memset(rs->first4, 0xff, sizeof rs->first4);
     rs->rules = calloc(n ? n : 1, sizeof *rs->rules);
     size_t ntr = 0;
     for (size_t i = 0; i < nb; i++)
@@ -211,6 +240,7 @@ static void builtin_source(struct rule *r, size_t i, struct rule_src *src) {
     r->back = d->back;
     r->gate = d->gate;
     r->flags = d->flags;
+    r->min_entropy = d->min_entropy;
     r->anchored = 1;
 }
 
@@ -316,6 +346,9 @@ void cb_redact_rules_set_time_budget(cb_redact_rules_t *rs, uint32_t ms) {
 
 size_t cb_redact_builtin_count(void) { return cb_redact_catalog_count; }
 const char *cb_redact_builtin_id(size_t i) { return i < cb_redact_catalog_count ? cb_redact_catalog[i].id : NULL; }
+const char *cb_redact_builtin_family(size_t i) {
+    return i < cb_redact_catalog_count ? cb_redact_catalog[i].family : NULL;
+}
 const char *cb_redact_builtin_description(size_t i) {
     return i < cb_redact_catalog_count ? cb_redact_catalog[i].description : NULL;
 }
@@ -343,7 +376,6 @@ struct call {
     size_t n;
     cb_redact_result_t *res;
     pcre2_match_data *md;
-    int skip_ready;
 };
 
 static int push(struct call *c, uint32_t rule, uint32_t flags, size_t s, size_t e, size_t ms, size_t me) {
@@ -366,16 +398,33 @@ static int prepare(struct call *c) {
         if (!res->md) return CB_ENOMEM;
     }
     c->md = res->md;
-    if (!c->skip_ready) {
-        if (res->skipcap < c->rs->nrules) {
-            size_t *s = realloc(res->skip, c->rs->nrules * sizeof *s);
-            if (!s) return CB_ENOMEM;
-            res->skip = s;
-            res->skipcap = c->rs->nrules;
-        }
-        memset(res->skip, 0, c->rs->nrules * sizeof *res->skip);
-        c->skip_ready = 1;
+    return 0;
+}
+
+/* Where rule ri's last match in this call ended (0: none). A call matches
+ * few distinct rules, so a short list (skip[0] pairs after it) beats a
+ * per-rule array that would be cleared on every call. */
+static size_t skip_get(const cb_redact_result_t *res, size_t ri) {
+    size_t n = res->skip ? res->skip[0] : 0;
+    for (size_t k = 0; k < n; k++)
+        if (res->skip[1 + 2 * k] == ri) return res->skip[2 + 2 * k];
+    return 0;
+}
+
+static int skip_set(cb_redact_result_t *res, size_t ri, size_t next) {
+    size_t n = res->skip ? res->skip[0] : 0;
+    for (size_t k = 0; k < n; k++)
+        if (res->skip[1 + 2 * k] == ri) { res->skip[2 + 2 * k] = next; return 0; }
+    if (n == res->skipcap) {
+        size_t cap = res->skipcap ? res->skipcap * 2 : 8;
+        size_t *s = realloc(res->skip, (1 + 2 * cap) * sizeof *s);
+        if (!s) return CB_ENOMEM;
+        res->skip = s;
+        res->skipcap = cap;
     }
+    res->skip[1 + 2 * n] = ri;
+    res->skip[2 + 2 * n] = next;
+    res->skip[0] = n + 1;
     return 0;
 }
 
@@ -394,15 +443,45 @@ static int prose_follows(const unsigned char *v, size_t len, const unsigned char
     return p + 1 < end_of_text && p[0] == ' ' && ((p[1] >= 'a' && p[1] <= 'z') || (p[1] >= 'A' && p[1] <= 'Z'));
 }
 
-static int gate_ok(unsigned gate, const unsigned char *v, size_t len, const unsigned char *end_of_text) {
+static inline int is_alpha_(unsigned char x) { return (x >= 'a' && x <= 'z') || (x >= 'A' && x <= 'Z') || x == '_'; }
+
+static int password_ok(const unsigned char *v, size_t len, const unsigned char *end_of_text) {
+    const char *s = (const char *)v;
+    return !cb_redact_is_placeholder(s, len) && !cb_redact_is_stopword(s, len) && !cb_redact_is_path(s, len) &&
+           s[0] != '-' && !prose_follows(v, len, end_of_text);
+}
+
+/* An unquoted identifier given as a keyword argument, as in
+ * login(user=u, password=pw): a variable, not the password. (With ":" it is
+ * a mapping, "user: admin, pass: hunter2", and the value is literal.) */
+static int argument_variable(const unsigned char *text, const unsigned char *name, const unsigned char *v, size_t len) {
+    if (v > name && (v[-1] == '"' || v[-1] == '\'')) return 0;
+    if (memchr(name, ':', (size_t)(v - name))) return 0;
+    if (!(is_alpha_(v[0]))) return 0;
+    for (size_t i = 1; i < len; i++)
+        if (!is_alpha_(v[i]) && !(v[i] >= '0' && v[i] <= '9') && v[i] != '.') return 0;
+    const unsigned char *p = name;
+    while (p > text && (p[-1] == ' ' || p[-1] == '\t')) p--;
+    return p > text && (p[-1] == '(' || p[-1] == ',');
+}
+
+/* The value v (len bytes) a rule matched, after the name part of the match
+ * (name, from the match start up to v): is it a secret? */
+static int gate_ok(unsigned gate, const unsigned char *text, const unsigned char *name, const unsigned char *v,
+                   size_t len, const unsigned char *end_of_text) {
     const char *s = (const char *)v;
     switch (gate) {
     case CB_GATE_NONE: return 1;
     case CB_GATE_PLACEHOLDER: return !cb_redact_is_placeholder(s, len);
     case CB_GATE_PASSWORD:
-        return !cb_redact_is_placeholder(s, len) && !cb_redact_is_stopword(s, len) && !cb_redact_is_path(s, len) &&
-               s[0] != '-' && !prose_follows(v, len, end_of_text);
+        return password_ok(v, len, end_of_text) && !cb_redact_benign_name((const char *)name, (size_t)(v - name)) &&
+               !argument_variable(text, name, v, len) &&
+               !(v > name && v[-1] != '"' && v[-1] != '\'' && cb_redact_is_cmdlet(s, len));
     case CB_GATE_RANDOM: return cb_redact_looks_random(s, len);
+    case CB_GATE_PROSE: {
+        int quoted = v > name && (v[-1] == '"' || v[-1] == '\'' || v[-1] == '`');
+        return password_ok(v, len, end_of_text) && (quoted || !cb_redact_is_plain_word(s, len));
+    }
     }
     return 1;
 }
@@ -443,7 +522,8 @@ static int match_at(struct call *c, size_t ri, size_t start, size_t *next, pcre2
         e = ov[3];
     }
     *next = me > ms ? me : me + 1;
-    if (e == s || !gate_ok(r->gate, c->u + s, e - s, c->u + c->n)) return 0;
+    if (e == s || !gate_ok(r->gate, c->u, c->u + ms, c->u + s, e - s, c->u + c->n)) return 0;
+    if (r->min_entropy > 0 && cb_redact_entropy((const char *)c->u + s, e - s) < r->min_entropy) return 0;
     return push(c, (uint32_t)ri, 0, s, e, ms, me);
 }
 
@@ -454,48 +534,103 @@ static inline int is_upper(unsigned char x) { return x >= 'A' && x <= 'Z'; }
 static inline int is_lower(unsigned char x) { return x >= 'a' && x <= 'z'; }
 
 /* The prefix every "name = value" rule needs: name bytes, an optional
- * (escaped) quote, blanks, then ':' or '='. */
+ * (escaped) quote, blanks, then ':' or '=' (a VB "As <type>" may sit
+ * before the '='). */
 static int assign_follows(const unsigned char *u, size_t n, size_t j) {
     size_t lim = j + 64 < n ? j + 64 : n;
     while (j < lim && (is_alnum(u[j]) || u[j] == '_' || u[j] == '.' || u[j] == '-')) j++;
     if (j < n && u[j] == '\\') j++;
     if (j < n && (u[j] == '"' || u[j] == '\'')) j++;
     while (j < n && (u[j] == ' ' || u[j] == '\t' || u[j] == '\r' || u[j] == '\n')) j++;
+    if (j + 3 < n && (u[j] | 0x20) == 'a' && (u[j + 1] | 0x20) == 's' && u[j + 2] == ' ') {
+        for (j += 3; j < lim && (is_alnum(u[j]) || u[j] == '.'); j++) {}
+        while (j < n && u[j] == ' ') j++;
+    }
     return j < n && (u[j] == ':' || u[j] == '=');
+}
+
+/* After the trigger, up to 64 name bytes, blanks, an optional "=", then "(". */
+static int call_follows(const unsigned char *u, size_t n, size_t j) {
+    size_t lim = j + 64 < n ? j + 64 : n;
+    while (j < lim && (is_alnum(u[j]) || u[j] == '_' || u[j] == '.')) j++;
+    while (j < n && (u[j] == ' ' || u[j] == '\t')) j++;
+    if (j < n && u[j] == '=') j++;
+    while (j < n && (u[j] == ' ' || u[j] == '\t')) j++;
+    return j < n && u[j] == '(';
+}
+
+/* After the trigger, up to 30 name bytes, then a quote. */
+static int quote_follows(const unsigned char *u, size_t n, size_t j) {
+    size_t lim = j + 30 < n ? j + 30 : n;
+    while (j < lim && (is_alnum(u[j]) || u[j] == '_' || u[j] == '.' || u[j] == '-' || u[j] == ':')) j++;
+    return j < n && (u[j] == '"' || u[j] == '\'');
+}
+
+/* After the trigger, blanks, then "is" or "was" and a blank or ':'. */
+static int verb_follows(const unsigned char *u, size_t n, size_t j) {
+    size_t k = j;
+    while (k < n && (u[k] == ' ' || u[k] == '\t')) k++;
+    if (k == j || k + 3 > n) return 0;
+    size_t w = (u[k] | 0x20) == 'i' && (u[k + 1] | 0x20) == 's' ? 2
+             : k + 4 <= n && (u[k] | 0x20) == 'w' && (u[k + 1] | 0x20) == 'a' && (u[k + 2] | 0x20) == 's' ? 3 : 0;
+    return w && k + w < n && (u[k + w] == ' ' || u[k + w] == '\t' || u[k + w] == ':');
+}
+
+/* The cheap C checks some rules ask for before their regex runs. */
+static int context_ok(unsigned flags, const unsigned char *u, size_t n, size_t j) {
+    if ((flags & CB_TRIG_ASSIGN) && !assign_follows(u, n, j)) return 0;
+    if ((flags & CB_TRIG_CALL) && !call_follows(u, n, j)) return 0;
+    if ((flags & CB_TRIG_QUOTED) && !quote_follows(u, n, j)) return 0;
+    if ((flags & CB_TRIG_VERB) && !verb_follows(u, n, j)) return 0;
+    return 1;
+}
+
+/* Trigger t at byte i (raw/low: the 4 bytes there as is and folded): if
+ * it is there and its rule's checks pass, run the rule. */
+static int try_trigger(struct call *c, const struct trig *t, size_t i, uint32_t raw, uint32_t low) {
+    const unsigned char *u = c->u;
+    if (((t->cs ? raw : low) & t->mask) != t->pre || i + t->len > c->n) return 0;
+    if (t->cs) {
+        if (t->len > 4 && memcmp(u + i + 4, t->lit + 4, t->len - 4u) != 0) return 0;
+    } else {
+        size_t j = 4;
+        while (j < t->len && fold[u[i + j]] == t->lit[j]) j++;
+        if (j < t->len) return 0;
+    }
+    const struct rule *r = &c->rs->rules[t->rule];
+    if (i < r->back) return 0;
+    size_t start = i - r->back;
+    if ((r->flags & CB_TRIG_BOUNDARY) && start > 0 && is_alnum(u[start - 1])) {
+        unsigned char p = u[start - 1], q = u[start];
+        int hump = is_lower(p) && is_upper(q);        /* apiKey */
+        int caps = !(r->flags & CB_TRIG_CASE) && is_upper(p) && is_upper(q); /* APIKEY */
+        if (!hump && !caps) return 0;
+    }
+    if (!context_ok(r->flags, u, c->n, i + t->len)) return 0;
+    int rc = prepare(c);
+    if (rc) return rc;
+    if (skip_get(c->res, t->rule) > start) return 0; /* inside this rule's last match */
+    size_t next;
+    rc = match_at(c, t->rule, start, &next, c->rs->mctx);
+    if (rc) return rc;
+    return next != SIZE_MAX ? skip_set(c->res, t->rule, next) : 0;
 }
 
 /* All triggers starting at byte i. */
 static int at_position(struct call *c, size_t i) {
     const struct cb_redact_rules *rs = c->rs;
     const unsigned char *u = c->u;
-    for (int32_t k = rs->first[bucket(fold[u[i]], fold[u[i + 1]])]; k >= 0; k = rs->trigs[k].next) {
-        const struct trig *t = &rs->trigs[k];
-        if (i + t->len > c->n) continue;
-        if (t->cs) {
-            if (memcmp(u + i, t->lit, t->len) != 0) continue;
-        } else {
-            size_t j = 0;
-            while (j < t->len && fold[u[i + j]] == t->lit[j]) j++;
-            if (j < t->len) continue;
-        }
-        const struct rule *r = &rs->rules[t->rule];
-        if (i < r->back) continue;
-        size_t start = i - r->back;
-        if ((r->flags & CB_TRIG_BOUNDARY) && start > 0 && is_alnum(u[start - 1])) {
-            unsigned char p = u[start - 1], q = u[start];
-            int hump = is_lower(p) && is_upper(q);        /* apiKey */
-            int caps = !(r->flags & CB_TRIG_CASE) && is_upper(p) && is_upper(q); /* APIKEY */
-            if (!hump && !caps) continue;
-        }
-        if ((r->flags & CB_TRIG_ASSIGN) && !assign_follows(u, c->n, i + t->len)) continue;
-        int rc = prepare(c);
-        if (rc) return rc;
-        if (c->res->skip[t->rule] > start) continue; /* inside this rule's last match */
-        size_t next;
-        rc = match_at(c, t->rule, start, &next, rs->mctx);
-        if (rc) return rc;
-        if (next != SIZE_MAX) c->res->skip[t->rule] = next;
+    uint32_t raw = 0, low = 0; /* the next 4 bytes as is and folded (0 past the end) */
+    for (size_t j = 0; j < 4 && i + j < c->n; j++) {
+        raw |= (uint32_t)u[i + j] << (8 * j);
+        low |= (uint32_t)fold[u[i + j]] << (8 * j);
     }
+    int rc;
+    for (int32_t k = rs->first[bucket(fold[u[i]], fold[u[i + 1]])]; k >= 0; k = rs->trigs[k].next)
+        if ((rc = try_trigger(c, &rs->trigs[k], i, raw, low))) return rc;
+    if (i + 4 > c->n) return 0;
+    for (int32_t k = rs->first4[bucket4(low)]; k >= 0; k = rs->trigs[k].next)
+        if ((rc = try_trigger(c, &rs->trigs[k], i, raw, low))) return rc;
     return 0;
 }
 
@@ -554,7 +689,8 @@ static int build_output(struct call *c, unsigned opts) {
 }
 
 /* The built-in rules, at the positions the prefilter lets through: one
- * pass, a rolling 18-bit trigram code and one bitmap probe per byte. */
+ * pass, a rolling 18-bit trigram code and one bitmap probe per byte; a hit
+ * is confirmed by the short-trigger set or the 4-gram set. */
 static int run_builtins(struct call *c) {
     const struct cb_redact_rules *rs = c->rs;
     const unsigned char *u = c->u;
@@ -566,11 +702,12 @@ static int run_builtins(struct call *c) {
     int rc;
     for (; i + 2 < n; i++) {
         h = (h << 6 | code6[u[i + 2]]) & 0x3FFFFu;
-        if (__builtin_expect(!((bloom[h >> 6] >> (h & 63)) & 1), 1)) continue;
+        if (__builtin_expect(!bit_has(bloom, h), 1)) continue;
+        if (!bit_has(rs->short3, h) && (i + 3 >= n || !bit_has(rs->bloom4, quad(h, u[i + 3])))) continue;
         if ((rc = at_position(c, i))) return rc;
     }
     h = (h << 6 | code6[0]) & 0x3FFFFu; /* the last two bytes: 2-byte triggers */
-    if ((bloom[h >> 6] >> (h & 63)) & 1) return at_position(c, i);
+    if (bit_has(bloom, h)) return at_position(c, i);
     return 0;
 }
 
@@ -631,7 +768,8 @@ int cb_redact_run(const cb_redact_rules_t *rs, const char *text, size_t n, unsig
     res->text = NULL;
     res->len = 0;
     res->flags = 0;
-    struct call c = {rs, (const unsigned char *)text, n, res, NULL, 0};
+    if (res->skip) res->skip[0] = 0;
+    struct call c = {rs, (const unsigned char *)text, n, res, NULL};
     int rc = run_builtins(&c);
     for (size_t ri = rs->first_custom; !rc && ri < rs->nrules; ri++) rc = run_custom(&c, ri);
     if (rc < 0) return rc;

@@ -48,6 +48,8 @@ static const char *const needles[] = {
     /* documentation filler */
     "your_", "your-", "yourapi", "your api", "changeme", "change_me", "placeholder", "example", "dummy",
     "replace_me", "replace-me", "todo", "insert_",
+    /* publishable keys: public by design */
+    "pk_test_", "pk_live_",
 };
 #define NNEEDLES (sizeof needles / sizeof needles[0])
 
@@ -101,6 +103,10 @@ int cb_redact_is_placeholder(const char *s, size_t len) {
     if (s[0] == '<' && s[len - 1] == '>') return 1;
     if (s[0] == '{' || s[0] == '[') return 1;
     if (starts(s, len, "%(") || starts(s, len, "#{") || starts(s, len, "@{")) return 1;
+    /* A file the tool reads the value from (password=@password.txt). */
+    if (s[0] == '@' && len > 2 && cb_redact_is_path_like(s + 1, len - 1)) return 1;
+    /* A YAML tag instead of the value (password: !vault |, !Ref DbPassword). */
+    if (s[0] == '!' && len > 1 && cb_redact_is_plain_word(s + 1, len - 1)) return 1;
     /* Code that reads the secret from somewhere else; documentation filler. */
     if (has_needle(low, len)) return 1;
     /* Masked or dummy values: ****, xxxx, ...., same character repeated. */
@@ -121,7 +127,10 @@ int cb_redact_is_stopword(const char *s, size_t len) {
         "invalid", "incorrect", "expired", "changed", "reset", "updated", "saved", "the", "a", "an",
         "is", "was", "your", "my", "please", "enter", "type", "prompt", "ask", "generated", "auto",
         "env", "file", "stdin", "or", "and", "to", "with", "for", "of", "in", "if", "then", "not", "as", "when",
-        "from", "by", "instead", NULL};
+        "from", "by", "instead", "wrong", "weak", "strong", "correct", "valid", "blank", "short", "long",
+        "stored", "encrypted", "hashed", "protected", "same", "different", "sent", "set", "needed",
+        "secret", "unknown", "ignored", "redacted", "removed", "rotated", "revoked", "unchanged",
+        "password", "passwd", "passphrase", "pass", "pwd", "token", NULL};
     for (int i = 0; words[i]; i++)
         if (strlen(words[i]) == len && strncasecmp(s, words[i], len) == 0) return 1;
     return 0;
@@ -131,6 +140,14 @@ int cb_redact_is_path(const char *s, size_t len) {
     if (len < 2) return 0;
     int rooted = s[0] == '/' || (s[0] == '~' && s[1] == '/') || (s[0] == '.' && (s[1] == '/' || s[1] == '.'));
     if (!rooted) return 0;
+    /* base64 starts with "/" one time in 64: "+", "=" or a 40-byte segment
+     * say it is not a path. */
+    size_t seg = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '+' || s[i] == '=') return 0;
+        seg = s[i] == '/' ? 0 : seg + 1;
+        if (seg >= 40) return 0;
+    }
     /* A path has a second separator or ends in a file name with an extension. */
     for (size_t i = 1; i < len; i++) if (s[i] == '/' || s[i] == '.') return 1;
     return 0;
@@ -138,6 +155,14 @@ int cb_redact_is_path(const char *s, size_t len) {
 
 /* Character classes for the randomness gate: 1 lower, 2 upper, 4 digit. */
 static const unsigned char cls[256] = {['a' ... 'z'] = 1, ['A' ... 'Z'] = 2, ['0' ... '9'] = 4};
+
+static int is_hex(const char *s, size_t len) {
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) return 0;
+    }
+    return 1;
+}
 
 int cb_redact_looks_random(const char *s, size_t len) {
     if (len < 12) return 0;
@@ -174,10 +199,81 @@ int cb_redact_looks_random(const char *s, size_t len) {
     /* A random string over [A-Za-z0-9] of length n has an entropy close to
      * log2(min(n, 62)); require most of it (12 chars: ~3.3, 20+: ~3.6). */
     double need = len >= 20 ? 3.4 : 3.0;
+    /* Hex has 16 symbols: 32 random hex bytes average ~3.55 bits and fall
+     * under 3.4 one time in 15. */
+    if (is_hex(s, len)) need = len >= 20 ? 3.1 : 2.8;
     if (h < need) return 0;
     /* Last, the costlier judgements on what passed the cheap ones. */
     if (cb_redact_is_placeholder(s, len) || cb_redact_is_path(s, len)) return 0;
     for (size_t i = 0; i + 3 <= len; i++) /* a URL: url-credentials judges those */
         if (s[i] == ':' && s[i + 1] == '/' && s[i + 2] == '/') return 0;
     return 1;
+}
+
+/* Letters only ("weak", "Secret"): in prose, a word, not a password. */
+int cb_redact_is_plain_word(const char *s, size_t len) {
+    if (len == 0) return 0;
+    for (size_t i = 0; i < len; i++)
+        if (!(cls[(unsigned char)s[i]] & 3)) return 0;
+    return 1;
+}
+
+/* Words of a key name that make it about a password rather than the password
+ * itself: PASSWORD_MIN_LENGTH=12, passwordField: "pw", --password-file. */
+static const char *const benign_words[] = {
+    "length", "len", "min", "max", "size", "count", "policy", "file", "path", "dir", "prompt", "field",
+    "label", "hint", "regex", "pattern", "rule", "rules", "reset", "expiry", "expires", "expiration",
+    "age", "strength", "enabled", "required", "type", "mode", "url", "uri", "changed", "updated",
+    "timeout", "ttl", "attempts", "retries", "complexity", "history", "command", "cmd", "placeholder",
+    "input", "less", "chars", "digits", "validation", "validator", "error", "message", "msg", "title",
+    "text", "help", "format", "algorithm", "algo", "store", "manager", "provider", "source", "method",
+    "stdin", "env", "var", "lifetime", "days", "interval", "param", "parameter", NULL};
+
+static int benign_segment(const char *w, size_t n) {
+    char low[16];
+    if (n == 0 || n > sizeof low) return 0;
+    for (size_t i = 0; i < n; i++) low[i] = (char)((cls[(unsigned char)w[i]] & 2) ? w[i] + 32 : w[i]);
+    for (int i = 0; benign_words[i]; i++)
+        if (strlen(benign_words[i]) == n && memcmp(low, benign_words[i], n) == 0) return 1;
+    return 0;
+}
+
+/* The identifier the match starts with (after leading -, $, quotes), cut
+ * into words at _ - . and camelCase humps: is one of them benign? */
+int cb_redact_benign_name(const char *s, size_t len) {
+    size_t i = 0;
+    while (i < len && !cls[(unsigned char)s[i]]) i++;
+    size_t w = i;
+    for (; i <= len; i++) {
+        unsigned k = i < len ? cls[(unsigned char)s[i]] : 0;
+        int hump = k == 2 && i > w && cls[(unsigned char)s[i - 1]] == 1;
+        if (k && !hump) continue;
+        if (benign_segment(s + w, i - w)) return 1;
+        if (hump) { w = i; continue; }
+        if (i >= len || !(s[i] == '_' || s[i] == '-' || s[i] == '.')) return 0;
+        w = i + 1;
+    }
+    return 0;
+}
+
+/* A file name or relative path: word bytes with a "." or "/" (secrets.txt, conf/pw). */
+int cb_redact_is_path_like(const char *s, size_t len) {
+    int sep = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '.' || c == '/') sep = 1;
+        else if (!cls[c] && c != '_' && c != '-') return 0;
+    }
+    return sep;
+}
+
+/* A PowerShell cmdlet (Verb-Noun: Read-Host, Get-Content) given unquoted as a
+ * value: $pw = Read-Host -AsSecureString runs a command. */
+int cb_redact_is_cmdlet(const char *s, size_t len) {
+    size_t i = 0;
+    if (len < 5 || !(cls[(unsigned char)s[0]] & 2)) return 0;
+    for (i = 1; i < len && (cls[(unsigned char)s[i]] & 1); i++) {}
+    if (i < 3 || i + 2 >= len || s[i] != '-' || !(cls[(unsigned char)s[i + 1]] & 2)) return 0;
+    for (i += 2; i < len && (cls[(unsigned char)s[i]] & 3); i++) {}
+    return i == len;
 }

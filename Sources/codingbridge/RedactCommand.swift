@@ -48,7 +48,7 @@ struct RedactCommand: ParsableCommand {
     @Option(name: .customLong("chunk-size"), help: "Bytes read per chunk (default 262144).")
     var chunkSize: Int = 256 << 10
 
-    @Flag(name: .customLong("list-rules"), help: "Print the built-in rule ids and descriptions, then exit.")
+    @Flag(name: .customLong("list-rules"), help: "Print the number of built-in rules per family, then each rule (id, family, description), then exit.")
     var listRules = false
 
     func validate() throws {
@@ -62,7 +62,11 @@ struct RedactCommand: ParsableCommand {
 
     func run() throws {
         if listRules {
-            for (id, d) in Redactor.catalog { print("\(id)\t\(d)") }
+            let catalog = Redactor.catalog
+            print("\(catalog.count) built-in rules")
+            for (family, count) in Redactor.families { print("  \(family)\t\(count)") }
+            print("")
+            for rule in catalog { print("\(rule.id)\t\(rule.family)\t\(rule.description)") }
             return
         }
         let specs = rule.map { r -> RedactionRuleSpec in

@@ -107,6 +107,27 @@ def test_redact_rules_lists_the_catalog(server):
         assert must in ids
 
 
+def test_catalog_files_are_generated_from_the_rules():
+    """redact_catalog.c and RedactRuleExamples.swift are what redact-rules/ says."""
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    p = subprocess.run(["python3", os.path.join(root, "scripts", "embed-redact-rules.py"), "--check"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+
+
+def test_cli_list_rules_counts_per_family():
+    p = subprocess.run([binary(), "redact", "--list-rules"], capture_output=True, text=True, timeout=10)
+    assert p.returncode == 0, p.stderr
+    head, _, rules = p.stdout.partition("\n\n")
+    lines = head.splitlines()
+    total = int(lines[0].split()[0])
+    counts = {l.split("\t")[0].strip(): int(l.split("\t")[1]) for l in lines[1:]}
+    assert total >= 200 and sum(counts.values()) == total
+    for family in ["cloud", "vcs", "infra", "messaging", "saas", "ai", "hashes", "passwords", "generic"]:
+        assert counts.get(family, 0) >= 1, family
+    assert len(rules.splitlines()) == total
+
+
 def test_redact_over_lsp_framing(lsp_server):
     r = lsp_server.request("redact", {"text": f"GH_TOKEN={GH}"})
     assert r["text"] == "GH_TOKEN=[REDACTED]"
