@@ -3,6 +3,7 @@
 demo:
 	scripts/deps.sh
 	scripts/embed-spec.sh
+	scripts/embed-web.sh
 	swift run -c release codingbridge demo
 
 test:
@@ -11,6 +12,7 @@ test:
 build:
 	scripts/deps.sh
 	scripts/embed-spec.sh
+	scripts/embed-web.sh
 	swift build -c release
 
 bench: build
