@@ -111,6 +111,9 @@ def test_pair_with_a_code_then_forget(net, browser):
     page = Page(browser(), srv.url().replace("ws://", "http://"))
     page.pair_with_form(srv.pairing_code(), "Test phone")
     page.connected()
+    landmarks = page.js("return [...document.querySelectorAll('header, nav[aria-label], main:not([hidden])')]"
+                        ".map(e => e.tagName)")
+    assert landmarks == ["HEADER", "NAV", "MAIN"]
     assert page.js("return localStorage.getItem('codingbridge.token')")
     page.button("Devices").click()
     page.wait(lambda: "Test phone (this device)" in page.text(), "this device in the list")
@@ -197,7 +200,15 @@ def test_deny(net, browser):
     start_session(srv, sid)
     h = permission(srv.sock_path, sid, CWD, "rm -rf build")
     a = wait_pending(page, srv, sid)
-    page.button("Deny", page.approval(a["requestId"])).click()
+    # with the keyboard alone: Tab to "Deny", Enter
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+    for _ in range(30):
+        if page.js("return document.activeElement.textContent") == "Deny":
+            break
+        ActionChains(page.d).send_keys(Keys.TAB).perform()
+    assert page.js("return document.activeElement.closest('.approval') !== null")
+    ActionChains(page.d).send_keys(Keys.ENTER).perform()
     assert h.decision() == "deny"
     page.wait(lambda: "Denied on this device" in page.card_text(sid), "the denial")
 
@@ -239,6 +250,45 @@ def test_message_and_draft(net, browser):
     msgs = u.request("outbox.list", {"sessionId": sid, "status": "all"})["messages"]
     assert [m["payload"]["text"] for m in msgs] == ["also update the changelog"]
     assert u.request("draft.get", {"sessionId": sid})["text"] is None
+    u.close()
+
+
+def test_settings_devices_audit_and_notification_history(net, browser):
+    srv = net()
+    page = open_app(browser, srv)
+    u = srv.unix()
+    page.button("Settings").click()
+    box = page.wait(lambda: page.d.find_elements("id", "set-showNotificationDetails"), "the toggles")[0]
+    assert page.d.find_element("xpath", "//label[@for='set-showNotificationDetails']").text
+    assert len(page.d.find_elements("css selector", "#settings-form input[type=checkbox]")) == 5
+    was = u.request("settings.get")["settings"]["showNotificationDetails"]
+    box.click()
+    page.wait(lambda: u.request("settings.get")["settings"]["showNotificationDetails"] != was, "the toggle saved")
+    timeout = page.d.find_element("id", "set-timeout")
+    timeout.clear()
+    timeout.send_keys("90")
+    page.button("Save timeout").click()
+    page.wait(lambda: u.request("settings.get")["settings"]["approvalTimeoutSeconds"] == 90, "the timeout saved")
+
+    sid = new_sid()
+    start_session(srv, sid)
+    h = permission(srv.sock_path, sid, CWD)
+    a = page.wait(lambda: pending(srv, sid), "the approval")[0]
+    u.request("approval.respond", {"requestId": a["requestId"], "decision": "deny", "deviceId": "laptop"})
+    assert h.decision() == "deny"
+    page.button("Audit").click()
+    page.wait(lambda: "approval.decision" in page.d.find_element("id", "audit-list").text, "the decision audited")
+    page.button("Notifications").click()
+    page.wait(lambda: page.d.find_element("id", "notification-list").text, "the notification history")
+
+    other = srv.pair(name="Old tablet")
+    page.button("Devices").click()
+    page.wait(lambda: "Old tablet" in page.text(), "the other device")
+    page.js("window.confirm = () => true")
+    page.d.find_element("css selector", "button[aria-label='Revoke Old tablet']").click()
+    page.wait(lambda: [d["revoked"] for d in u.request("device.list")["devices"]
+                       if d["deviceId"] == other["deviceId"]] == [True], "the revocation")
+    page.wait(lambda: "revoked" in page.d.find_element("id", "device-list").text, "revoked in the list")
     u.close()
 
 
