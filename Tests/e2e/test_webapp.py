@@ -104,6 +104,21 @@ def test_files_are_served_with_strict_headers(srv):
     assert get(b"/../web/app.js")["status"] in (400, 404)
 
 
+def test_served_over_tls_too(net):
+    import http.client
+    import ssl
+    s = net(ws=False, wss=True)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE  # the self-signed certificate; its pinning is test_network's
+    c = http.client.HTTPSConnection("127.0.0.1", s.port("wss"), timeout=5, context=ctx)
+    c.request("GET", "/")
+    r = c.getresponse()
+    assert r.status == 200 and b"<main" in r.read()
+    assert "connect-src 'self' ws: wss:" in r.getheader("content-security-policy")
+    c.close()
+
+
 # ---- pairing ----------------------------------------------------------------------
 
 def test_pair_with_a_code_then_forget(net, browser):
