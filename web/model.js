@@ -36,7 +36,8 @@ export class Model {
     if (!(dl instanceof Error)) this.setDevices(dl.devices);
     if (!(act instanceof Error)) this.activity(act.activity);
     this.questions = new Map();
-    await Promise.all([...this.sessions.values()].filter((s) => s.pendingQuestionCount).map((s) => this.fetchQuestions(s.id)));
+    const asking = [...this.sessions.values()].filter((s) => s.pendingQuestionCount);
+    await Promise.all(asking.map((s) => this.fetchQuestions(s.id)));
     this.touch();
   }
 

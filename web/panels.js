@@ -18,7 +18,8 @@ export function renderNotifications(model) {
 export async function loadSettings(c, say) {
   const { settings } = await c.call("settings.get");
   const form = $("settings-form");
-  const change = (params) => c.call("settings.update", params).then(() => say("Saved."), (e) => say(`Not saved: ${e.rpcMessage ?? e.message}`));
+  const change = (params) => c.call("settings.update", params)
+    .then(() => say("Saved."), (e) => say(`Not saved: ${e.rpcMessage ?? e.message}`));
   const toggles = TOGGLES.map(([key, label]) => {
     const box = h("input", { type: "checkbox", id: `set-${key}`, checked: settings[key] });
     box.addEventListener("change", () => change({ [key]: box.checked }));
@@ -37,7 +38,8 @@ export async function loadDevices(c, model, say) {
   model.setDevices(devices);
   reconcile($("device-list"), devices, (d) => d.deviceId, (d) => deviceRow(d, c, model, say), (el, d) => {
     const me = d.deviceId === model.me ? " (this device)" : "";
-    const state = d.revoked ? "revoked" : d.connected ? "connected" : d.lastSeenAt ? `last seen ${when(d.lastSeenAt)}` : "never connected";
+    const seen = d.lastSeenAt ? `last seen ${when(d.lastSeenAt)}` : "never connected";
+    const state = d.revoked ? "revoked" : d.connected ? "connected" : seen;
     el.querySelector(".name").textContent = d.name + me;
     el.querySelector(".state").textContent = state;
     el.querySelector("button").hidden = d.revoked;
@@ -48,7 +50,8 @@ function deviceRow(d, c, model, say) {
   const revoke = h("button", { type: "button", class: "danger", "aria-label": `Revoke ${d.name}` }, "Revoke");
   revoke.addEventListener("click", async () => {
     if (!confirm(`Revoke ${d.name}? It will need a new pairing code.`)) return;
-    await c.call("device.revoke", { deviceId: d.deviceId }).catch((e) => say(`Not revoked: ${e.rpcMessage ?? e.message}`));
+    await c.call("device.revoke", { deviceId: d.deviceId })
+      .catch((e) => say(`Not revoked: ${e.rpcMessage ?? e.message}`));
     if (d.deviceId !== model.me) loadDevices(c, model, say);
   });
   return h("li", {}, h("span", { class: "name" }), " ", h("span", { class: "state" }), " ", revoke);

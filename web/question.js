@@ -21,7 +21,10 @@ export function questionForm(q, app) {
       if (typed) chosen.push(typed);
       if (chosen.length) answers[item.question] = item.multiSelect ? chosen : chosen[chosen.length - 1];
     });
-    if (Object.keys(answers).length < q.questions.length) { error.textContent = "Answer every question first."; return; }
+    if (Object.keys(answers).length < q.questions.length) {
+      error.textContent = "Answer every question first.";
+      return;
+    }
     const c = app.client();
     if (!c) { error.textContent = "Not connected: send it when the connection is back."; return; }
     try {
@@ -37,8 +40,8 @@ export function questionForm(q, app) {
 function fieldset(item, i, picked, text, qid) {
   const id = `q-${qid}-${i}`.replace(/[^\w-]/g, "_");
   const options = (item.options ?? []).map((o) => {
-    const b = h("button", { type: "button", class: "option", "aria-pressed": "false", title: o.description ?? undefined },
-      o.label);
+    const b = h("button", { type: "button", class: "option", "aria-pressed": "false",
+      title: o.description ?? undefined }, o.label);
     b.addEventListener("click", () => {
       if (!item.multiSelect) {
         picked.clear();
