@@ -192,6 +192,7 @@ def test_session_card_updates_and_approve(net, browser):
           f"({(shown / 1000 - h.started) * 1000:.0f} ms after the hook process started)")
     card = page.card_text(sid)
     assert "Waiting for approval" in card and "Bash" in card and "terraform apply" in card and "Expires in" in card
+    assert page.js("return document.documentElement.scrollWidth") <= 375, "no sideways scrolling on a phone"
     time.sleep(1.1)  # the elapsed clock has ticked at least once
     png = page.screenshot(os.path.join(IMG, "webapp-approval.png"))
     assert png_size(png) == (375, 812)
@@ -413,10 +414,17 @@ def test_decision_queued_by_the_daemon_while_its_link_is_down(net, browser):
 # ---- speed ------------------------------------------------------------------------------
 
 def test_first_render_time(net, browser):
+    """On a desktop-sized window, light and dark."""
     srv = net()
     for _ in range(5):
         start_session(srv, new_sid())
-    page = open_app(browser, srv)
+    page = open_app(browser, srv, width=1280, height=800)
+    background = "return getComputedStyle(document.body).backgroundColor"
+    light = page.js(background)
+    page.d.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                           {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+    assert page.js(background) != light
+    assert page.js("return document.querySelector('.card').getBoundingClientRect().width") < 800
     page.wait(lambda: page.js("return document.querySelectorAll('.card').length") == 5, "five cards")
     times = []
     for _ in range(5):
