@@ -24,7 +24,7 @@ export function renderCards(list, app) {
 
 function makeCard(s, app) {
   const title = `t-${s.id}`.replace(/[^\w-]/g, "_");
-  const el = h("li", { class: "card" },
+  return h("li", { class: "card" },
     h("article", { "aria-labelledby": title },
       h("div", { class: "head" },
         h("h3", { id: title, class: "project" }),
@@ -37,7 +37,6 @@ function makeCard(s, app) {
       h("div", { class: "approvals" }),
       h("div", { class: "questions" }),
       composer(s, app)));
-  return el;
 }
 
 function updateCard(el, s, app) {

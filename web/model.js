@@ -51,7 +51,6 @@ export class Model {
   }
 
   setDevices(list) {
-    this.deviceList = list;
     this.devices = new Map(list.map((d) => [d.deviceId, d.name]));
     this.touch();
   }

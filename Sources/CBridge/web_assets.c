@@ -281,7 +281,7 @@ static const char a2[] =
     "\n"
     "function makeCard(s, app) {\n"
     "  const title = `t-${s.id}`.replace(/[^\\w-]/g, \"_\");\n"
-    "  const el = h(\"li\", { class: \"card\" },\n"
+    "  return h(\"li\", { class: \"card\" },\n"
     "    h(\"article\", { \"aria-labelledby\": title },\n"
     "      h(\"div\", { class: \"head\" },\n"
     "        h(\"h3\", { id: title, class: \"project\" }),\n"
@@ -294,7 +294,6 @@ static const char a2[] =
     "      h(\"div\", { class: \"approvals\" }),\n"
     "      h(\"div\", { class: \"questions\" }),\n"
     "      composer(s, app)));\n"
-    "  return el;\n"
     "}\n"
     "\n"
     "function updateCard(el, s, app) {\n"
@@ -799,7 +798,6 @@ static const char a10[] =
     "  }\n"
     "\n"
     "  setDevices(list) {\n"
-    "    this.deviceList = list;\n"
     "    this.devices = new Map(list.map((d) => [d.deviceId, d.name]));\n"
     "    this.touch();\n"
     "  }\n"
@@ -1238,7 +1236,7 @@ static const char a13[] =
 const net_web_asset_t net_web_assets[] = {
     {"/app.css", "text/css; charset=utf-8", "\"d9cdbc9c5ec5bd26fe01\"", a0, sizeof a0 - 1},
     {"/app.js", "text/javascript; charset=utf-8", "\"528a369cfa868817f498\"", a1, sizeof a1 - 1},
-    {"/cards.js", "text/javascript; charset=utf-8", "\"ea9dd7d65c9d967b6885\"", a2, sizeof a2 - 1},
+    {"/cards.js", "text/javascript; charset=utf-8", "\"ea9d7fa3d320cba12fb3\"", a2, sizeof a2 - 1},
     {"/compose.js", "text/javascript; charset=utf-8", "\"2cbc85e03740cf6107bd\"", a3, sizeof a3 - 1},
     {"/decide.js", "text/javascript; charset=utf-8", "\"0e620112f2a76c03bc41\"", a4, sizeof a4 - 1},
     {"/dom.js", "text/javascript; charset=utf-8", "\"403e358dc49e89c01b6d\"", a5, sizeof a5 - 1},
@@ -1246,7 +1244,7 @@ const net_web_asset_t net_web_assets[] = {
     {"/index.html", "text/html; charset=utf-8", "\"2cad0b4fa8f9a8a74478\"", a7, sizeof a7 - 1},
     {"/link.js", "text/javascript; charset=utf-8", "\"bf60e54632822d8a8660\"", a8, sizeof a8 - 1},
     {"/manifest.webmanifest", "application/manifest+json", "\"4b003415607f3deb8bf4\"", a9, sizeof a9 - 1},
-    {"/model.js", "text/javascript; charset=utf-8", "\"84d024c1943d78852e35\"", a10, sizeof a10 - 1},
+    {"/model.js", "text/javascript; charset=utf-8", "\"b6eab52ac689fb5ea9c3\"", a10, sizeof a10 - 1},
     {"/panels.js", "text/javascript; charset=utf-8", "\"59a117499fa55e98b386\"", a11, sizeof a11 - 1},
     {"/question.js", "text/javascript; charset=utf-8", "\"b50a5a0ed96f22f2dd0d\"", a12, sizeof a12 - 1},
     {"/codingbridge.js", "text/javascript; charset=utf-8", "\"b63573043e0a2eef8e6c\"", a13, sizeof a13 - 1},
