@@ -4,6 +4,7 @@ demo:
 	scripts/deps.sh
 	scripts/embed-spec.sh
 	scripts/embed-redact-rules.py
+	scripts/embed-web.sh
 	swift run -c release codingbridge demo
 
 test:
@@ -13,6 +14,7 @@ build:
 	scripts/deps.sh
 	scripts/embed-spec.sh
 	scripts/embed-redact-rules.py
+	scripts/embed-web.sh
 	swift build -c release
 
 bench: build

@@ -6,7 +6,9 @@
  *                   becomes a cb_conn_t of the endpoint (CB_TRANSPORT_WEBSOCKET),
  *                   served like a unix-socket client;
  *   /hooks/claude   Claude Code http hooks (POST, when enabled), answered by
- *                   the owner through cb_hook_req_respond, now or later.
+ *                   the owner through cb_hook_req_respond, now or later;
+ *   /               the web app (GET/HEAD of files compiled in from web/);
+ *                   any other path is a 404.
  * It decides nothing about who may do what: it checks the request's shape
  * (a WebSocket upgrade, the Origin rule, header size, a Content-Length
  * beside a Transfer-Encoding) and hands the peer's address and its

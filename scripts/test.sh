@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 scripts/deps.sh --test
 scripts/embed-spec.sh
 scripts/embed-redact-rules.py
+scripts/embed-web.sh
 echo "== build" >&2
 swift build -c release --product codingbridge 2>&1 | tail -n 3
 echo "== unit tests (swift test)" >&2

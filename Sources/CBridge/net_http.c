@@ -1,5 +1,6 @@
 /* The listener's routes and request rules: /rpc upgrades to a WebSocket,
- * /hooks/claude hands a POST's body to the owner, anything else is a 404.
+ * /hooks/claude hands a POST's body to the owner, the rest is the web app's
+ * (net_web.c; a 404 for anything that is not one of its files).
  * Every request first passes the shape rules (request smuggling, oversized
  * heads) and, for /rpc, the Origin rule. */
 #include "net_private.h"
@@ -196,14 +197,6 @@ static int on_rpc(h2o_handler_t *self, h2o_req_t *req) {
     return 0;
 }
 
-static int on_other(h2o_handler_t *self, h2o_req_t *req) {
-    cb_net_t *n = ((net_handler_t *)self)->n;
-    if (net_http_bad_shape(n, req)) return 0;
-    static const char body[] = "{\"error\":\"not found: the JSON-RPC WebSocket is at /rpc\"}";
-    net_http_send(req, 404, "Not Found", body, sizeof body - 1, 0);
-    return 0;
-}
-
 /* ---- configuration ---- */
 
 void net_http_route(cb_net_t *n, h2o_hostconf_t *host, const char *path, int (*on_req)(h2o_handler_t *, h2o_req_t *)) {
@@ -241,7 +234,7 @@ int net_http_configure(cb_net_t *n, const cb_net_config_t *cfg) {
     h2o_hostconf_t *host = h2o_config_register_host(&n->config, h2o_iovec_init(H2O_STRLIT("default")), 65535);
     net_http_route(n, host, "/rpc", on_rpc);
     if (cfg->serve_hooks) net_hook_route(n, host);
-    net_http_route(n, host, "/", on_other);
+    net_web_route(n, host);
     return 0;
 }
 

@@ -63,6 +63,8 @@ void net_http_peer(h2o_req_t *req, char *out, size_t cap);
 void net_http_free(cb_net_t *n);
 /* net_hook.c: POST /hooks/claude */
 void net_hook_route(cb_net_t *n, h2o_hostconf_t *host);
+/* net_web.c: the web app, GET/HEAD of everything else */
+void net_web_route(cb_net_t *n, h2o_hostconf_t *host);
 
 /* Routes and limits into n->config (h2o_config_init included); 0 or CB_ENOMEM. */
 int net_http_configure(cb_net_t *n, const cb_net_config_t *cfg);

@@ -248,7 +248,8 @@ def test_plain_http_get_rpc_without_upgrade_is_400(srv):
 
 def test_unknown_path_is_404_json(srv):
     p = srv.port()
-    for path in (b"/", b"/index.html", b"/rpc2", b"/hooks"):
+    # "/" and the web app's files are served (test_webapp.py); nothing else is
+    for path in (b"/nope", b"/index.htm", b"/rpc2", b"/hooks", b"/web/index.html"):
         r = raw_http(p, b"GET " + path + b" HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % p)
         assert r["status"] == 404, (path, r)
         assert r["headers"]["content-type"] == "application/json"
