@@ -2,8 +2,9 @@
 chromium through Selenium, webharness.py): the daemon serves it from its own
 binary, a person pairs, sees hook-driven sessions, approves, denies, answers,
 and the page survives a daemon restart, a lost network and a race with a
-second browser. Screenshots at phone size go to docs/img/ (the README shows
-them); first render and approval-on-screen times are printed (pytest -s).
+second browser. Screenshots at phone size are taken every run; with
+CB_UPDATE_SCREENSHOTS=1 they replace docs/img/'s (the README shows them), so
+a test run leaves the tree clean; first render and approval-on-screen times are printed (pytest -s).
 """
 import filecmp
 import os
@@ -19,7 +20,7 @@ from netharness import NetServer, net, raw_http, srv  # noqa: F401
 from webharness import Hook, Page, Proxy, browser, hook, permission, png_size  # noqa: F401
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
-IMG = os.path.join(ROOT, "docs", "img")
+IMG = os.path.join(ROOT, "docs", "img") if os.environ.get("CB_UPDATE_SCREENSHOTS") else tempfile.mkdtemp(prefix="cb-shots-")
 CWD = "/home/dev/payments"
 
 
