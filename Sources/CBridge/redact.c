@@ -465,6 +465,27 @@ static int argument_variable(const unsigned char *text, const unsigned char *nam
     return p > text && (p[-1] == '(' || p[-1] == ',');
 }
 
+/* An unquoted member access or subscript (cfg.Password, self.db.password,
+ * params[:password]): code that reads the password, not the password. */
+static int code_reference(const unsigned char *name, const unsigned char *v, size_t len, const unsigned char *end) {
+    if (len == 0 || (v > name && (v[-1] == '"' || v[-1] == '\'' || v[-1] == '`'))) return 0;
+    size_t dots = 0;
+    int seg_start = 1;
+    for (size_t i = 0; i < len; i++) {
+        if (v[i] == '.') {
+            if (seg_start) return 0;
+            dots++;
+            seg_start = 1;
+        } else if (is_alpha_(v[i]) || (!seg_start && v[i] >= '0' && v[i] <= '9')) {
+            seg_start = 0;
+        } else {
+            return 0;
+        }
+    }
+    if (seg_start) return 0; /* "hunter2." ends a sentence */
+    return dots > 0 || (v + len < end && v[len] == '[');
+}
+
 /* The value v (len bytes) a rule matched, after the name part of the match
  * (name, from the match start up to v): is it a secret? */
 static int gate_ok(unsigned gate, const unsigned char *text, const unsigned char *name, const unsigned char *v,
@@ -475,12 +496,13 @@ static int gate_ok(unsigned gate, const unsigned char *text, const unsigned char
     case CB_GATE_PLACEHOLDER: return !cb_redact_is_placeholder(s, len);
     case CB_GATE_PASSWORD:
         return password_ok(v, len, end_of_text) && !cb_redact_benign_name((const char *)name, (size_t)(v - name)) &&
-               !argument_variable(text, name, v, len) &&
+               !argument_variable(text, name, v, len) && !code_reference(name, v, len, end_of_text) &&
                !(v > name && v[-1] != '"' && v[-1] != '\'' && cb_redact_is_cmdlet(s, len));
     case CB_GATE_RANDOM: return cb_redact_looks_random(s, len);
     case CB_GATE_PROSE: {
         int quoted = v > name && (v[-1] == '"' || v[-1] == '\'' || v[-1] == '`');
-        return password_ok(v, len, end_of_text) && (quoted || !cb_redact_is_plain_word(s, len));
+        return password_ok(v, len, end_of_text) && (quoted || !cb_redact_is_plain_word(s, len)) &&
+               !code_reference(name, v, len, end_of_text);
     }
     }
     return 1;
@@ -541,6 +563,9 @@ static int assign_follows(const unsigned char *u, size_t n, size_t j) {
     while (j < lim && (is_alnum(u[j]) || u[j] == '_' || u[j] == '.' || u[j] == '-')) j++;
     if (j < n && u[j] == '\\') j++;
     if (j < n && (u[j] == '"' || u[j] == '\'')) j++;
+    /* headers["X-Api-Key"] = v (a subscript), kToken[] = "v" (a C array) */
+    if (j + 1 < n && u[j] == '[' && u[j + 1] == ']') j += 2;
+    else if (j < n && u[j] == ']') j++;
     while (j < n && (u[j] == ' ' || u[j] == '\t' || u[j] == '\r' || u[j] == '\n')) j++;
     if (j + 3 < n && (u[j] | 0x20) == 'a' && (u[j + 1] | 0x20) == 's' && u[j + 2] == ' ') {
         for (j += 3; j < lim && (is_alnum(u[j]) || u[j] == '.'); j++) {}

@@ -103,6 +103,8 @@ int cb_redact_is_placeholder(const char *s, size_t len) {
     if (s[0] == '<' && s[len - 1] == '>') return 1;
     if (s[0] == '{' || s[0] == '[') return 1;
     if (starts(s, len, "%(") || starts(s, len, "#{") || starts(s, len, "@{")) return 1;
+    /* Where openssl and friends read the password from: -pass file:key.txt, env:VAR, fd:3. */
+    if (starts(s, len, "file:") || starts(s, len, "env:") || starts(s, len, "fd:")) return 1;
     /* A file the tool reads the value from (password=@password.txt). */
     if (s[0] == '@' && len > 2 && cb_redact_is_path_like(s + 1, len - 1)) return 1;
     /* A YAML tag instead of the value (password: !vault |, !Ref DbPassword). */
