@@ -50,6 +50,15 @@ def start_session(srv, sid, prompt="Fix the flaky payment test"):
     hook(srv.sock_path, sid, CWD, "UserPromptSubmit", prompt=prompt)
 
 
+def app_with_session(net, browser):
+    """A daemon, a paired page on it, and a hook-driven session just started."""
+    srv = net()
+    page = open_app(browser, srv)
+    sid = new_sid()
+    start_session(srv, sid)
+    return srv, page, sid
+
+
 def pending(srv, sid):
     u = srv.unix()
     try:
@@ -166,15 +175,12 @@ def test_a_revoked_browser_asks_to_pair_again(net, browser):
 # ---- sessions and approvals ----------------------------------------------------------
 
 def test_session_card_updates_and_approve(net, browser):
-    srv = net()
-    page = open_app(browser, srv)
-    sid = new_sid()
-    start_session(srv, sid)
+    srv, page, sid = app_with_session(net, browser)
     page.wait(lambda: page.card(sid), "the session's card")
     page.wait(lambda: "Working" in (page.card_text(sid) or ""), "Working")
     assert "payments" in page.card_text(sid) and CWD in page.card_text(sid)
-    # session.changed carries status-level changes (here: the progress); the
-    # operation line comes with it, not on every tool call
+    # session.changed carries status-level changes and new kinds of operation,
+    # not every tool call
     hook(srv.sock_path, sid, CWD, "PreToolUse", tool_name="Bash", tool_use_id="t2",
          tool_input={"command": "go test ./..."})
     hook(srv.sock_path, sid, CWD, "PreToolUse", tool_name="TodoWrite", tool_use_id="t1", tool_input={"todos": [
@@ -211,10 +217,7 @@ def test_session_card_updates_and_approve(net, browser):
 
 
 def test_deny(net, browser):
-    srv = net()
-    page = open_app(browser, srv)
-    sid = new_sid()
-    start_session(srv, sid)
+    srv, page, sid = app_with_session(net, browser)
     h = permission(srv.sock_path, sid, CWD, "rm -rf build")
     a = wait_pending(page, srv, sid)
     # with the keyboard alone: Tab to "Deny", Enter
@@ -250,10 +253,7 @@ def test_answer_a_question(net, browser):
 
 
 def test_message_and_draft(net, browser):
-    srv = net()
-    page = open_app(browser, srv)
-    sid = new_sid()
-    start_session(srv, sid)
+    srv, page, sid = app_with_session(net, browser)
     page.wait(lambda: page.card(sid), "the card")
     from selenium.webdriver.common.by import By
     card = page.card(sid)
@@ -395,10 +395,7 @@ def test_decision_queued_by_the_daemon_while_its_link_is_down(net, browser):
     """The daemon's own offline rule: while connection.update says the backend
     link is down, approval.respond is queued (status queued) and applied on
     connected; the page shows it saved meanwhile."""
-    srv = net()
-    page = open_app(browser, srv)
-    sid = new_sid()
-    start_session(srv, sid)
+    srv, page, sid = app_with_session(net, browser)
     h = permission(srv.sock_path, sid, CWD)
     a = wait_pending(page, srv, sid)
     u = srv.unix()
