@@ -146,12 +146,8 @@ extension RPCServer {
                                          data: ["param": "capabilities.notifications", "expected": "boolean",
                                                 "got": .string(notifications.typeName)])
         }
-        let device = try p.optional("deviceId", as: String.self)
-        if device?.isEmpty == true {
-            throw RPCError.invalidParams("invalid params: 'deviceId' must not be empty",
-                                         data: ["param": "deviceId", "expected": "non-empty string", "got": ""])
-        }
-        c.identify(device: device)
+        // An `Id` in the contract: never empty here.
+        c.identify(device: try p.optional("deviceId", as: String.self))
         return wants
     }
 }

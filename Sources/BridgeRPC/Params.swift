@@ -108,15 +108,12 @@ extension Dictionary: ParamConvertible where Key == String, Value == JSON {
 }
 
 extension Params {
-    /// The acting device: `deviceId` when given (never empty), else the
-    /// connection's named device (its `initialize` deviceId; not a generated one).
-    /// A paired device may act only as itself: naming another is refused.
+    /// The acting device: `deviceId` when given (an `Id` in the contract, so
+    /// never empty), else the connection's named device (its `initialize`
+    /// deviceId; not a generated one). A paired device may act only as
+    /// itself: naming another is refused.
     func deviceId(or ctx: RPCContext) throws -> String? {
         guard let d: String = try optional("deviceId") else { return ctx.namedDevice }
-        guard !d.isEmpty else {
-            throw RPCError.invalidParams("invalid params: 'deviceId' must not be empty",
-                                         data: ["param": "deviceId", "expected": "non-empty string", "got": ""])
-        }
         if let paired = ctx.pairedDevice, d != paired { throw RPCError.otherDevice(d, paired) }
         return d
     }

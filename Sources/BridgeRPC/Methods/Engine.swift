@@ -247,11 +247,8 @@ enum EngineParams {
         case "tool_use": kind = .toolUse(try tool(p))
         case "progress": kind = .progress(todos: try todos(p))
         case "approval_request":
+            // 1...86400 s, like settings.approvalTimeoutSeconds: the contract's range.
             let timeout: Double? = try p.optional("timeoutSeconds")
-            if let timeout, !(Settings.approvalTimeoutRange.contains(timeout)) {
-                throw RPCError.invalidParams("invalid params: 'timeoutSeconds' must be within 1...86400",
-                                             data: ["param": "timeoutSeconds", "expected": "number 1...86400", "got": .double(timeout)])
-            }
             kind = .approvalRequest(requestId: try p.nonEmpty("requestId"), tool: try tool(p), timeoutSeconds: timeout)
         case "approval_cancelled": kind = .approvalCancelled(requestId: try p.nonEmpty("requestId"))
         case "approval_timeout": kind = .approvalTimeout(requestId: try p.nonEmpty("requestId"))
