@@ -34,8 +34,9 @@ let package = Package(
             cSettings: [.unsafeFlags(["-O2", "-fno-strict-aliasing"])],
             // The network listener (H2O's libuv build, wslay for WebSocket
             // frames), TLS and hashing (OpenSSL), pairing QR codes
-            // (libqrencode): only CBridge's C files include their headers.
-            linkerSettings: ["h2o", "wslay", "ssl", "crypto", "qrencode"].map { .linkedLibrary($0) }
+            // (libqrencode), the push client (libcurl with nghttp2): only
+            // CBridge's C files include their headers.
+            linkerSettings: ["h2o", "wslay", "ssl", "crypto", "qrencode", "curl"].map { .linkedLibrary($0) }
         ),
         .target(name: "BridgeCore", dependencies: ["CBridge", "CJansson"]),
         .target(name: "BridgeEngine", dependencies: ["BridgeCore"]),

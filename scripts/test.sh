@@ -16,6 +16,7 @@ CODINGBRIDGE_BIN="$(swift build -c release --show-bin-path)/codingbridge" \
     python3 -m pytest -q Tests/e2e
 echo "== C drivers (ASan+UBSan)" >&2
 bash Tests/clisten/run.sh
+bash Tests/chttp2/run.sh
 echo "== fuzzing (bounded)" >&2
 for run in Tests/fuzz/*/run.sh; do
     [ -e "$run" ] || continue

@@ -33,4 +33,7 @@ public final class EventLoop {
 
     /// The loop's cached monotonic time in milliseconds.
     public var nowMs: UInt64 { uv_now(uv) }
+
+    /// Monotonic nanoseconds now (not the loop's cached time): latencies.
+    public static var hrtimeNs: UInt64 { uv_hrtime() }
 }

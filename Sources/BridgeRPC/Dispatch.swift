@@ -117,12 +117,13 @@ extension RPCServer {
                 "recovered": env.recovered,
             ]
             if let d = c.deviceID { result["deviceId"] = .string(d) }
-            let router = env.router, responder = call.responder
+            let router = env.router, responder = call.responder, push = env.push
             // Notifications start after the reply, the held ones first.
             env.barrier.release { _ in
                 responder?.result(.object(result))
                 c.receivesNotifications = wantsNotifications
                 router.releaseHeld(to: c)
+                if wantsNotifications { push?.deviceConnected(c) }
             }
         } catch let e as RPCError {
             answer(call, .failure(e))

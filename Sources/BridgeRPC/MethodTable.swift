@@ -44,6 +44,7 @@ public final class MethodTable {
         t.registerRedaction(env)
         t.registerAgents(env)
         t.registerDevices(env)
+        t.registerPush(env)
         return t
     }
 }

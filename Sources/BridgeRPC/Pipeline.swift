@@ -4,14 +4,15 @@ import BridgeEngine
 extension ServerEnvironment {
     /// The one step after every engine `apply`, in this order:
     ///
-    ///     transition -> audit -> durable snapshot -> outbox -> router -> waiting replies
+    ///     transition -> audit -> durable snapshot -> outbox -> router + push -> waiting replies
     ///
     /// 1. The sessions and global state it changed are marked for the
     ///    snapshot, written right before this turn's commit.
     /// 2. Decisions queued offline whose request ended meanwhile fail in the
     ///    outbox (nothing is sent for them).
     /// 3. Each effect becomes a notification for the connections the router
-    ///    picks (held for the first client after a restart).
+    ///    picks (held for the first client after a restart), and a push
+    ///    for each registered device that is away (`PushService`).
     /// 4. Hook requests waiting on a resolved approval get their answer.
     /// Before all of them, decisions and answers go to the audit log (with
     /// the caller's device, connection kind and address).
@@ -24,6 +25,7 @@ extension ServerEnvironment {
         if !t.effects.isEmpty {
             let now = engine.now
             for e in t.effects { router.send(e.method, engine.payload(e, now: now), to: .all) }
+            push?.route(t.effects) { engine.payload($0, now: now) }
         }
         waiters.resolve(t.effects)
     }

@@ -188,8 +188,10 @@ public final class RPCServer {
     }
 
     private func closed(_ io: RPCConnection) {
+        let device = env.router.connection(io.id)?.deviceID
         env.router.remove(io.id)
         guard !stopping else { return }
+        if let device { env.push?.deviceLeft(device, host: env.engine) }
         env.waiters.connectionClosed(io.id, host: env.engine)
         // stdio cut off by the slow-client policy: as at the end of input.
         if io === stdio?.io && !hasListeners { stop(exitCode: 0, reason: "stdio closed") }

@@ -14,6 +14,14 @@ public struct ServerOptions {
     public var ephemeral: Bool = false
     /// stderr verbosity (`--log-level`).
     public var logLevel: LogLevel = .info
+    /// APNs (`--apns-key` ...); nil: from `<state dir>/push.json`, else none.
+    public var apns: APNsConfig? = nil
+    /// Web Push's VAPID subject (mailto: or https:); nil: no Web Push.
+    public var vapidSubject: String? = nil
+    /// Trust this CA for Web Push services (a test service).
+    public var webPushCAFile: String? = nil
+    /// Live Activity progress pushes: at most one per this many ms per activity.
+    public var pushCoalesceMs: Int64 = 5_000
     public init() {}
 }
 
@@ -52,6 +60,8 @@ public final class ServerEnvironment {
     /// Paired devices and pairing codes, and the audit log; set by `start()`.
     var devices: DeviceRegistry?
     var audit: AuditLog?
+    /// Push registrations and the push queue; set by `start()`.
+    var push: PushService?
     /// Failed pairing and authentication attempts per source host.
     let failures = FailureLimiter()
     /// The call being handled (its connection's kind, address and device),

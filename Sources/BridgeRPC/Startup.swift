@@ -30,6 +30,7 @@ extension ServerEnvironment {
         devices = try DeviceRegistry(store: store, now: wallClock)
         audit = AuditLog(store: options.ephemeral ? nil : store, log: log, now: wallClock)
         let outboxReport = try startOutbox(store)
+        try startPush(store, directory: dir)
         var (report, restored) = try restoreEngine(store)
         if !options.ephemeral {
             let writer = SnapshotWriter(store: store, host: engine, log: log)

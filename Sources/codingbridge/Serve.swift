@@ -48,6 +48,12 @@ struct Serve: ParsableCommand {
           echo '{"jsonrpc":"2.0","id":1,"method":"ping"}' | codingbridge serve
           codingbridge serve --listen unix --no-stdio   # a daemon
           codingbridge serve --listen unix --listen ws://127.0.0.1:8765 --no-stdio
+
+        Push (devices that are not connected, or whose app is in the background): \
+        APNs with --apns-key/--apns-key-id/--apns-team-id/--apns-topic (or the keys \
+        apnsKey, apnsKeyId, apnsTeamId, apnsTopic in <state dir>/push.json); Web \
+        Push with --vapid-subject (the VAPID key is created once in \
+        <state dir>/vapid-key.pem).
         """
     )
 
@@ -90,6 +96,9 @@ struct Serve: ParsableCommand {
     @Option(name: .long, parsing: .unconditional, help: "Seconds a client may leave over 256 KiB unread without reading anything before it is disconnected, in (0, 86400].")
     var slowClientTimeout: Double = 30
 
+    @OptionGroup(title: "Push to phones and browsers")
+    var push: PushOptions
+
     func validate() throws {
         try OptionRange.check("--max-message-bytes", maxMessageBytes, 64...(1 << 30), unit: "bytes")
         guard LogLevel(rawValue: logLevel) != nil else {
@@ -102,6 +111,7 @@ struct Serve: ParsableCommand {
         }
         try OptionRange.check("--auth-timeout", authTimeout, 0, 3600, unit: "seconds")
         try OptionRange.check("--slow-client-timeout", slowClientTimeout, 0, 86_400, unit: "seconds")
+        try push.check()
         if let s = manualClockStart {
             guard manualClock else { throw ValidationError("--manual-clock-start needs --manual-clock") }
             guard Self.unixMs(s) != nil else {
@@ -118,6 +128,7 @@ struct Serve: ParsableCommand {
         options.stateDirectory = stateDir
         options.ephemeral = ephemeral
         options.logLevel = LogLevel(rawValue: logLevel) ?? .info
+        push.apply(to: &options)
         let loop = EventLoop()
         let env = ServerEnvironment(loop: loop, options: options)
         let code: Int32

@@ -81,6 +81,7 @@ NOTIFICATION_SCHEMAS = {
     "background.end": "BackgroundEndParams",
     "outbox.deliver": "OutboxDeliverParams",
     "outbox.undeliverable": "OutboxUndeliverableParams",
+    "push.unregistered": "PushUnregisteredParams",
 }
 
 

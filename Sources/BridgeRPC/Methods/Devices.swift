@@ -42,11 +42,16 @@ extension MethodTable {
     private func registerDeviceAdmin(_ env: ServerEnvironment, _ devices: DeviceRegistry, _ audit: AuditLog) {
         on("device.list") { _, _ in
             let connected = Set(env.router.all.compactMap(\.pairedDevice))
+            let push = env.push?.registry.all ?? []
+            let paired = Set(devices.all.map(\.id))
             return ["devices": .array(devices.all.map { d in
                 ["deviceId": .string(d.id), "name": .string(d.name), "createdAt": .int(d.createdMs),
                  "lastSeenAt": d.lastSeenMs.map { .int($0) } ?? .null, "revoked": .bool(d.revokedMs != nil),
-                 "revokedAt": d.revokedMs.map { .int($0) } ?? .null, "connected": .bool(connected.contains(d.id))]
-            })]
+                 "revokedAt": d.revokedMs.map { .int($0) } ?? .null, "connected": .bool(connected.contains(d.id)),
+                 "push": .array(push.filter { $0.deviceId == d.id }.map(\.json))]
+            }),
+            // Local clients (a unix-socket app, a test) register under their initialize deviceId.
+            "localPush": .array(push.filter { !paired.contains($0.deviceId) }.map(\.json))]
         }
 
         // Async so the revoking device's own reply leaves before its connection closes.

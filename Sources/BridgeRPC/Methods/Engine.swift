@@ -8,7 +8,7 @@ extension MethodTable {
     func registerEngine(_ env: ServerEnvironment) {
         registerAgentInput(env.engine)
         registerDecisions(env.engine, env.decisions)
-        registerAppState(env.engine)
+        registerAppState(env)
         registerQueries(env.engine)
         registerDeepLinks()
     }
@@ -73,10 +73,12 @@ extension MethodTable {
         }
     }
 
-    private func registerAppState(_ host: EngineHost) {
+    private func registerAppState(_ env: ServerEnvironment) {
+        let host = env.engine
         on("app.update") { p, ctx in
             var u = try EngineParams.appUpdate(p)
             u.deviceId = ctx.namedDevice
+            if let phase = u.phase { env.push?.appPhase(phase, device: ctx.deviceID) }
             host.apply(.app(u))
             return ["app": EngineCoding.app(host.engine.app),
                     "liveActivityStatus": .string(host.engine.liveActivityStatus.rawValue)]
@@ -127,7 +129,7 @@ extension MethodTable {
                     "liveActivityStatus": .string(host.engine.liveActivityStatus.rawValue)]
         }
 
-        on("metrics.get") { _, _ in EngineCoding.metrics(host.engine.metrics) }
+        on("metrics.get") { _, _ in Self.metrics(host) }
 
         // What only the app sees (EDGE-CASES Analytics): taps, dismissals,
         // delivery and Live Activity start failures, recovery attempts.
@@ -139,7 +141,7 @@ extension MethodTable {
                                              data: ["param": "count", "expected": "integer 1...1000", "got": .int(Int64(count))])
             }
             host.recordAppMetric(BackgroundMetric(rawValue: name)!, count: count)
-            return EngineCoding.metrics(host.engine.metrics)
+            return Self.metrics(host)
         }
     }
 
@@ -282,5 +284,14 @@ enum EngineParams {
         }
         u.backgroundTimeExpired = try p.optional("backgroundTimeExpired") ?? false
         return u
+    }
+}
+
+extension MethodTable {
+    /// The engine's counters and the push figures (metrics.get, metrics.record).
+    static func metrics(_ host: EngineHost) -> JSON {
+        var m = EngineCoding.metrics(host.engine.metrics).objectValue ?? [:]
+        m["push"] = host.env.push?.metrics.json ?? PushMetrics().json
+        return .object(m)
     }
 }
