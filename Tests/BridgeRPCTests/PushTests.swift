@@ -71,9 +71,14 @@ import Testing
         #expect(!WebPushSender.acceptable(endpoint: "http://push.example.com/x"))
         #expect(!WebPushSender.acceptable(endpoint: "https://user@evil.example/x"))
         #expect(!WebPushSender.acceptable(endpoint: "ftp://x"))
-        #expect(WebPushSender.acceptable(subject: "mailto:ops@example.org"))
-        #expect(!WebPushSender.acceptable(subject: "mailto:"))
-        #expect(!WebPushSender.acceptable(subject: "http://example.org"))
+        #expect(!WebPushSender.acceptable(endpoint: "http://localhost.attacker.example/push"))
+        #expect(!WebPushSender.acceptable(endpoint: "http://127.0.0.1.nip.io/push"))
+        #expect(WebPushSender.acceptable(endpoint: "http://localhost:9000/push"))
+        #expect(WebPushSender.acceptable(endpoint: "http://[::1]:9000/push"))
+        #expect(PushSettings.isVAPIDSubject("mailto:ops@example.org"))
+        #expect(!PushSettings.isVAPIDSubject("mailto:"))
+        #expect(!PushSettings.isVAPIDSubject("mailto:ops@"))
+        #expect(!PushSettings.isVAPIDSubject("http://example.org"))
         #expect(PushRegistration.origin(of: "https://push.example.net:443/wpush/v2/x?y") == "https://push.example.net:443")
     }
 
@@ -97,18 +102,32 @@ import Testing
         try push.registry.add(Self.reg, nowMs: 0)
         let sender = ScriptedSender([.retry("503"), .delivered(id: "A"), .registrationGone("Unregistered")])
         push.queue.senders[.apns] = sender
-        try push.queue.enqueue(PushPayloads.apnsAlert(Self.notification(body: "one"), to: Self.reg, nowMs: 0))
+        let now = env.scheduler.wallClockMs
+        try push.queue.enqueue(PushPayloads.apnsAlert(Self.notification(body: "one"), to: Self.reg, nowMs: now))
         #expect(sender.sent.isEmpty, "nothing leaves before its commit")
         store.flush()
         #expect(sender.sent.count == 1 && push.queue.count == 1)
         _ = try env.scheduler.advance(byMs: 60_000)
         store.flush()
         #expect(sender.sent.count == 2 && push.queue.count == 0)
-        #expect(sender.sent[0].1 == sender.sent[1].1, "a retry keeps its apns-id")
-        try push.queue.enqueue(PushPayloads.apnsClear(ids: ["n-1"], to: Self.reg, nowMs: 0))
+        #expect(sender.sent.count == 2 && sender.sent[0].1 == sender.sent[1].1, "a retry keeps its apns-id")
+        try push.queue.enqueue(PushPayloads.apnsClear(ids: ["n-1"], to: Self.reg, nowMs: now))
         store.flush()
         #expect(push.registry.all.isEmpty && push.queue.count == 0)
         #expect(push.registry.takeRemovedNotes("iphone").first?["reason"] == "Unregistered")
         #expect(push.metrics.json["apns"]?["sent"] == 1 && push.metrics.json["apns"]?["retried"] == 1)
+    }
+
+    @Test func aPushPastItsExpiryIsNotSent() throws {
+        let dir = TempStateDir("cb-push")
+        let server = try makeStoreServer(dir)
+        let push = try #require(server.env.push)
+        try push.registry.add(Self.reg, nowMs: 0)
+        let sender = ScriptedSender([])
+        push.queue.senders[.apns] = sender
+        let old = server.env.scheduler.wallClockMs - 2 * PushPayloads.alertLifetimeSec * 1000
+        try push.queue.enqueue(PushPayloads.apnsAlert(Self.notification(body: "stale"), to: Self.reg, nowMs: old))
+        server.env.store?.flush()
+        #expect(sender.sent.isEmpty && push.queue.count == 0)
     }
 }

@@ -191,7 +191,9 @@ def test_live_activity_progress_is_coalesced_and_the_latest_state_goes_last(h):
     h.agent.request("approval.respond", {"requestId": "r1", "decision": "allow"})
     h.ev("s1", "task_completed", summary="all green")
     end = wait_apns(h, lambda r: r.token == LIVE and r.payload["aps"]["event"] == "end")[0]
-    assert "dismissal-date" in end.payload["aps"] and end.headers["apns-priority"] == "10"
+    urgent_states = ("awaitingApproval", "awaitingAnswer", "completed", "error")
+    assert "dismissal-date" in end.payload["aps"]
+    assert end.headers["apns-priority"] == ("10" if end.payload["aps"]["content-state"]["status"] in urgent_states else "5")
     n = len([r for r in h.apns.requests if r.token == LIVE])
     h.ev("s2", "task_started")
     h.ev("s1", "task_started")
@@ -321,6 +323,8 @@ def test_bad_registrations_get_a_clear_error(h):
                                                   "keys": {"p256dh": "AAAA", "auth": "AAAA"}}},
         {"platform": "webpush", "subscription": {"endpoint": "https://push.example.com/x",
                                                   "keys": {"p256dh": "AAAA", "auth": "AAAAAAAAAAAAAAAAAAAAAA"}}},
+        {"platform": "webpush", "subscription": {"endpoint": "http://localhost.attacker.example/push",
+                                                  "keys": {"p256dh": "AAAA", "auth": "AAAAAAAAAAAAAAAAAAAAAA"}}},
         {"platform": "fcm", "token": TOKEN_A},
     ]
     for params in bad:
@@ -384,3 +388,33 @@ def test_bad_push_settings_stop_serve_with_a_clear_message(extra, message, sockd
     p = subprocess.run([binary(), "serve", "--state-dir", sockdir, *extra], input=b"", capture_output=True, timeout=30)
     assert p.returncode in (2, 64), p.stderr  # 64: the options are wrong; 2: serving could not start
     assert message in p.stderr.decode(), p.stderr.decode()
+
+
+def test_an_activity_token_gets_updates_never_a_start_and_a_late_retry_never_lands_after_the_end(h):
+    phone = h.phone("iphone")
+    h.ev("s1", "task_started")
+    phone.request("push.register", {"platform": "apns", "kind": "liveActivity", "token": LIVE, "activityId": "s1"})
+    h.apns.script(LIVE, [(429, "TooManyRequests")])
+    h.ev("s1", "approval_request", requestId="r1", **BASH)
+    metric(h, lambda m: m["apns"]["retried"] == 1)
+    h.agent.request("approval.respond", {"requestId": "r1", "decision": "deny"})
+    h.ev("s1", "task_started")          # the same session starts again: an update, not a start
+    wait_apns(h, lambda r: r.token == LIVE)
+    h.ev("s1", "task_completed", summary="done")
+    wait_apns(h, lambda r: r.token == LIVE and r.payload["aps"]["event"] == "end")
+    h.advance(300_000)                  # the 429'd update's retry time passes
+    time.sleep(0.3)
+    live = [r for r in h.apns.requests if r.token == LIVE]
+    assert all(r.payload["aps"]["event"] != "start" for r in live)
+    assert live[-1].payload["aps"]["event"] == "end", [(r.status, r.payload["aps"]["event"]) for r in live]
+
+
+def test_an_expired_provider_token_is_replaced_once_for_all_pushes_in_flight(h):
+    tokens = ["%02x" % i * 32 for i in range(6)]
+    for i, t in enumerate(tokens):
+        h.apns.script(t, [(403, "ExpiredProviderToken")])
+        h.phone(f"phone{i}", platform="apns", token=t)
+    h.ev("s1", "task_started")
+    h.ev("s1", "approval_request", requestId="r1", **BASH)
+    h.apns.wait_for(lambda reqs: len([r for r in reqs if r.accepted]) >= 6)
+    assert len({r.headers["authorization"] for r in h.apns.requests}) == 2

@@ -33,8 +33,6 @@ final class APNsSender: PushSender {
     private var clients: [PushRegistration.Environment: HTTP2Client] = [:]
     private let makeClient: () throws -> HTTP2Client
     private var token: (jwt: String, iat: Int64)?
-    /// JWT signatures made (one per refresh, not per push).
-    private(set) var signatures = 0
 
     init(config: APNsConfig, key: ES256Key, nowMs: @escaping () -> Int64, log: Logger,
          makeClient: @escaping () throws -> HTTP2Client) {
@@ -50,12 +48,15 @@ final class APNsSender: PushSender {
         return env == .production ? "https://api.push.apple.com" : "https://api.sandbox.push.apple.com"
     }
 
-    func providerToken(forceNew: Bool = false) throws -> String {
+    /// The current provider token; `replacing` a token APNs called expired
+    /// makes a new one, once: the other pushes that were in flight with it
+    /// then use the new one instead of signing again (Apple answers too
+    /// many new tokens with TooManyProviderTokenUpdates).
+    func providerToken(replacing expired: String? = nil) throws -> String {
         let now = nowMs() / 1000
-        if !forceNew, let t = token, now - t.iat < Self.refreshAfterSec, now >= t.iat { return t.jwt }
+        if let t = token, expired != t.jwt, now - t.iat < Self.refreshAfterSec, now >= t.iat { return t.jwt }
         let jwt = try JWT.es256(key: key, header: ["alg": "ES256", "kid": .string(config.keyId)],
                                 claims: ["iss": .string(config.teamId), "iat": .int(now)])
-        signatures += 1
         token = (jwt, now)
         return jwt
     }
@@ -68,14 +69,14 @@ final class APNsSender: PushSender {
     }
 
     func send(_ r: PushRequest, to reg: PushRegistration, pushId: String, completion: @escaping (PushOutcome) -> Void) {
-        attempt(r, reg, pushId, renewed: false, completion)
+        attempt(r, reg, pushId, expired: nil, completion)
     }
 
-    private func attempt(_ r: PushRequest, _ reg: PushRegistration, _ pushId: String, renewed: Bool,
+    private func attempt(_ r: PushRequest, _ reg: PushRegistration, _ pushId: String, expired: String?,
                          _ completion: @escaping (PushOutcome) -> Void) {
         guard let device = reg.token else { return completion(.registrationGone("no device token")) }
         do {
-            let jwt = try providerToken(forceNew: renewed)
+            let jwt = try providerToken(replacing: expired)
             var headers = [("authorization", "bearer " + jwt), ("apns-id", pushId), ("apns-push-type", r.pushType),
                            ("apns-priority", String(r.priority)), ("apns-expiration", String(r.expiresAtSec)),
                            ("apns-topic", r.pushType == "liveactivity" ? config.topic + ".push-type.liveactivity" : config.topic),
@@ -85,10 +86,10 @@ final class APNsSender: PushSender {
                                              body: r.payload.encoded, timeoutMs: 30_000) { [weak self] resp in
                 guard let self else { return }
                 let outcome = Self.outcome(resp)
-                if outcome == .retry("ExpiredProviderToken"), !renewed {
+                if outcome == .retry("ExpiredProviderToken"), expired == nil {
                     // A token Apple calls expired (a clock step, a long sleep): a new one, one more try.
-                    self.log.info("APNs: provider token expired; signing a new one")
-                    return self.attempt(r, reg, pushId, renewed: true, completion)
+                    self.log.info("APNs: provider token expired; using a new one")
+                    return self.attempt(r, reg, pushId, expired: jwt, completion)
                 }
                 completion(outcome)
             }

@@ -99,10 +99,13 @@ enum PushPayloads {
                            collapseId: collapseId(n.id), expiresAtSec: nowMs / 1000 + alertLifetimeSec, payload: payload)
     }
 
+    /// Ids per clearing push: 64 notification ids stay far inside 4 KB.
+    static let clearBatch = 64
+
     /// A background push that removes delivered notifications on a device
     /// that did not make the decision (PRD US-5.4).
     static func apnsClear(ids: [String], to r: PushRegistration, nowMs: Int64) -> PushRequest {
-        let payload: JSON = ["aps": ["content-available": 1], "clear": .array(ids.prefix(64).map { .string($0) })]
+        let payload: JSON = ["aps": ["content-available": 1], "clear": .array(ids.map { .string($0) })]
         return PushRequest(registrationId: r.id, platform: .apns, pushType: "background", priority: 5, collapseId: nil,
                            expiresAtSec: nowMs / 1000 + alertLifetimeSec, payload: payload)
     }
@@ -111,8 +114,7 @@ enum PushPayloads {
 
     /// Priority 10 only when the person must look: approval, question,
     /// completion, error. Progress goes at 5 (and is coalesced).
-    static func isUrgent(_ c: ActivityContent, _ event: ActivityEvent) -> Bool {
-        if event == .end { return true }
+    static func isUrgent(_ c: ActivityContent) -> Bool {
         switch c.status {
         case .awaitingApproval, .awaitingAnswer, .completed, .error: return true
         case .idle, .processing: return false
@@ -131,7 +133,7 @@ enum PushPayloads {
             aps["attributes"] = ["sessionId": .string(c.sessionId), "projectName": .string(c.projectName)]
             aps["alert"] = ["title": .string(c.projectName), "body": .string(c.statusText)]
         }
-        let urgent = isUrgent(c, event)
+        let urgent = isUrgent(c)
         if urgent { aps["relevance-score"] = 1 }
         let payload = fit(["aps": .object(aps)], limit: apnsLimit,
                           shrinking: [(["aps", "content-state", "rendered", "lockScreen"], 0), (["aps", "content-state", "rendered", "expanded"], 0),

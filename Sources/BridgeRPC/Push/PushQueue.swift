@@ -35,7 +35,7 @@ final class PushQueue {
         var pushId: String
         var attempts: Int
         var notBeforeMs: Int64
-        /// Loop time (ms) the push was made, for the latency figures; not stored.
+        /// Monotonic ns when the push was made, for the latency figures; not stored.
         var madeAtNs: UInt64 = 0
 
         var stored: JSON {
@@ -51,11 +51,21 @@ final class PushQueue {
     var senders: [PushRegistration.Platform: PushSender] = [:]
     private(set) var jobs: [Int64: Job] = [:]
     private var inflight = Set<Int64>()
+    /// Committed and due, oldest first (FIFO; sent entries before `readyHead`).
+    private var ready: [Int64] = []
+    private var readyHead = 0
+    /// Stored in this turn: they become ready when it commits.
+    private var fresh: [Int64] = []
+    private var retryTimers: [Int64: TimeoutScheduler.Handle] = [:]
     private var nextSeq: Int64 = 1
     private var pumpQueued = false
-    private var wakeup: TimeoutScheduler.Handle?
+    private var pumping = false
+    /// Pushes handed to the services at once. More only queue up inside
+    /// libcurl (one connection's streams), which makes a burst slower, not faster.
+    static let maxInFlight = 128
+    /// The delivery backoff, its delay held at the cap after its last
+    /// attempt: a push is retried until it expires, never given up earlier.
     let backoff = Backoff.delivery
-    let maxAttempts = 12
 
     init(store: Store, scheduler: TimeoutScheduler, registry: PushRegistry, metrics: PushMetrics, log: Logger) throws {
         self.store = store
@@ -75,6 +85,11 @@ final class PushQueue {
                             madeAtNs: EventLoop.hrtimeNs)
             nextSeq = max(nextSeq, seq &+ 1)
         }
+        let now = scheduler.wallClockMs
+        for seq in jobs.keys.sorted() {
+            guard let j = jobs[seq] else { continue }
+            if j.notBeforeMs > now { retryLater(seq, afterMs: j.notBeforeMs - now) } else { ready.append(seq) }
+        }
         if !jobs.isEmpty { log.info("push queue: \(jobs.count) push(es) from before the restart to send") }
     }
 
@@ -87,15 +102,20 @@ final class PushQueue {
         let job = Job(seq: seq, request: r, pushId: Self.uuid(), attempts: 0, notBeforeMs: 0, madeAtNs: EventLoop.hrtimeNs)
         try put(job)
         jobs[seq] = job
+        fresh.append(seq)
         schedulePump()
     }
 
     /// The jobs for `registrationId` go with it (a dead token takes nothing more).
     func dropJobs(for registrationId: String) {
-        for (seq, j) in jobs where j.request.registrationId == registrationId && !inflight.contains(seq) { forget(seq) }
+        for (seq, j) in jobs where j.request.registrationId == registrationId && !inflight.contains(seq) {
+            if let t = retryTimers.removeValue(forKey: seq) { _ = scheduler.cancel(t) }
+            forget(seq)
+        }
     }
 
     func start() { schedulePump() }
+
 
     private func key(_ seq: Int64) -> String {
         let s = String(seq)
@@ -113,39 +133,70 @@ final class PushQueue {
         }
     }
 
+    /// After this turn's commit, what it stored is ready and goes.
     private func schedulePump() {
         guard !pumpQueued else { return }
         pumpQueued = true
         store.afterCommit { [weak self] err in
             guard let self else { return }
             self.pumpQueued = false
-            if let err { self.log.error("push queue: commit failed, pushes wait for the next one: \(err)"); return }
+            if let err {
+                // The turn that stored them was rolled back: they never were.
+                self.log.error("push queue: \(self.fresh.count) push(es) not stored: \(err)")
+                for seq in self.fresh { self.jobs[seq] = nil }
+                self.fresh = []
+                return
+            }
+            self.ready.append(contentsOf: self.fresh)
+            self.fresh = []
             self.pump()
         }
     }
 
-    /// Sends every committed push that is due and not in flight; one wakeup
-    /// for the earliest retry.
+    /// Sends ready pushes, oldest first, up to `maxInFlight` at once.
     func pump() {
-        let now = scheduler.wallClockMs
-        var next: Int64?
-        for seq in jobs.keys.sorted() where !inflight.contains(seq) {
-            guard let j = jobs[seq] else { continue }
-            if j.notBeforeMs > now { next = min(next ?? j.notBeforeMs, j.notBeforeMs); continue }
+        guard !pumping else { return }
+        pumping = true
+        defer { pumping = false }
+        while inflight.count < Self.maxInFlight, readyHead < ready.count {
+            let seq = ready[readyHead]
+            readyHead += 1
+            guard let j = jobs[seq], !inflight.contains(seq), retryTimers[seq] == nil else { continue }
+            if isExpired(j, atMs: scheduler.wallClockMs) {
+                log.info("push \(seq) to \(j.request.registrationId) expired before it could be sent")
+                forget(seq)
+                continue
+            }
             send(j)
         }
-        if let w = wakeup { _ = scheduler.cancel(w); wakeup = nil }
-        if let next {
-            wakeup = scheduler.schedule(afterMs: UInt64(max(0, next - now))) { [weak self] in
-                self?.wakeup = nil
-                self?.pump()
-            }
+        if readyHead > 4096, readyHead * 2 > ready.count {
+            ready.removeFirst(readyHead)
+            readyHead = 0
         }
     }
 
+    private func retryLater(_ seq: Int64, afterMs ms: Int64) {
+        retryTimers[seq] = scheduler.schedule(afterMs: UInt64(max(0, ms))) { [weak self] in
+            guard let self else { return }
+            self.retryTimers[seq] = nil
+            self.ready.append(seq)
+            self.pump()
+        }
+    }
+
+    private func isExpired(_ j: Job, atMs ms: Int64) -> Bool { ms / 1000 > j.request.expiresAtSec }
+
+    /// A Live Activity shows its latest state only: an older update that
+    /// failed is not sent after a newer one.
+    private func isSuperseded(_ j: Job) -> Bool {
+        j.request.pushType == "liveactivity"
+            && jobs.values.contains { $0.seq > j.seq && $0.request.registrationId == j.request.registrationId }
+    }
+
     private func send(_ j: Job) {
-        guard let reg = registry.byId[j.request.registrationId], let sender = senders[reg.platform] else {
-            log.debug("push \(j.seq): registration \(j.request.registrationId) gone or its service not configured: dropped")
+        guard let reg = registry.byId[j.request.registrationId], let sender = senders[reg.platform],
+              !reg.ended || j.request.payload["aps"]?["event"] == "end" else {
+            log.debug("push \(j.seq): registration \(j.request.registrationId) gone, ended or its service not configured: dropped")
             return forget(j.seq)
         }
         inflight.insert(j.seq)
@@ -175,9 +226,10 @@ final class PushQueue {
             forget(seq)
         case .retry(let why):
             j.attempts += 1
-            guard j.attempts < maxAttempts, let d = backoff.delayMs(attempt: j.attempts, seed: UInt64(bitPattern: seq)) else {
+            let d = backoff.delayMs(attempt: min(j.attempts, backoff.maxAttempts ?? 1), seed: UInt64(bitPattern: seq)) ?? backoff.capMs
+            if isExpired(j, atMs: scheduler.wallClockMs + Int64(clamping: d)) || isSuperseded(j) {
                 metrics.failed(platform)
-                log.warn("push \(seq) to \(reg.id) failed \(j.attempts) times (\(why)); given up")
+                log.info("push \(seq) to \(reg.id) not sent (\(why)): expired or superseded by a newer state")
                 return forget(seq)
             }
             metrics.retried(platform)
@@ -185,8 +237,9 @@ final class PushQueue {
             log.debug("push \(seq) to \(reg.id): \(why); again in \(d) ms")
             jobs[seq] = j
             do { try put(j) } catch { log.error("push queue: cannot record a retry: \(error)") }
+            retryLater(seq, afterMs: Int64(clamping: d))
         }
-        schedulePump()
+        pump()
     }
 
     /// A random (version 4) UUID, as apns-id wants it.

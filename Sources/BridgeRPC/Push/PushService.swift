@@ -57,7 +57,7 @@ final class PushService {
         host.apply(.app(u))
     }
 
-    /// Not connected, or its app is not in the foreground: only a push reaches it.
+    /// Not connected, or its app said it is in the background: only a push reaches it.
     func isAway(_ device: String) -> Bool {
         if let p = phases[device], p == .background { return true }
         return !router.all.contains { $0.deviceID == device && $0.receivesNotifications && $0.io.isOpen }
@@ -79,8 +79,13 @@ final class PushService {
                 }
             case .clearNotifications(let ids):
                 for r in regs where r.kind == .alert {
-                    enqueue(r.platform == .apns ? PushPayloads.apnsClear(ids: ids, to: r, nowMs: now)
-                            : PushPayloads.webPush(method: e.method, params: payload(e), urgent: false, collapse: nil, to: r, nowMs: now))
+                    if r.platform == .webpush {
+                        enqueue(PushPayloads.webPush(method: e.method, params: payload(e), urgent: false, collapse: nil, to: r, nowMs: now))
+                        continue
+                    }
+                    for part in stride(from: 0, to: ids.count, by: PushPayloads.clearBatch) {
+                        enqueue(PushPayloads.apnsClear(ids: Array(ids[part..<min(ids.count, part + PushPayloads.clearBatch)]), to: r, nowMs: now))
+                    }
                 }
             case .startActivity(let c): activity(c, .start, regs, now)
             case .updateActivity(let c): activity(c, .update, regs, now)
@@ -93,9 +98,13 @@ final class PushService {
     /// A Live Activity's token gets its pushes; a device without one for the
     /// session but with a push-to-start token gets the start.
     private func activity(_ c: ActivityContent, _ event: PushPayloads.ActivityEvent, _ regs: [PushRegistration], _ now: Int64) {
-        let tokens = regs.filter { $0.platform == .apns && $0.kind == .liveActivity && $0.activityId == c.sessionId }
+        // Looked up again: an end earlier in the same apply ended a token.
+        let tokens = regs.filter {
+            $0.platform == .apns && $0.kind == .liveActivity && $0.activityId == c.sessionId && registry.byId[$0.id]?.ended == false
+        }
         for r in tokens {
-            let req = PushPayloads.liveActivity(c, event: event, to: r, nowMs: now)
+            // An update token's activity exists already: a session starting again is an update.
+            let req = PushPayloads.liveActivity(c, event: event == .start ? .update : event, to: r, nowMs: now)
             if event == .update && req.priority < 10 { coalesce(req, now) } else { sendNow(req, now) }
             if event == .end { markEnded(r) }
         }
@@ -109,6 +118,8 @@ final class PushService {
     private func sendNow(_ req: PushRequest, _ now: Int64) {
         if let p = pendingActivity.removeValue(forKey: req.registrationId) { _ = scheduler.cancel(p.1) }
         lastActivityPush[req.registrationId] = now
+        // Only the latest state matters: what is still queued for the token goes.
+        queue.dropJobs(for: req.registrationId)
         enqueue(req)
     }
 
@@ -124,8 +135,7 @@ final class PushService {
         let due = last &+ coalesceMs &- now
         let h = scheduler.schedule(afterMs: UInt64(max(0, due))) { [weak self] in
             guard let self, let p = self.pendingActivity.removeValue(forKey: id) else { return }
-            self.lastActivityPush[id] = self.scheduler.wallClockMs
-            self.enqueue(p.0)
+            self.sendNow(p.0, self.scheduler.wallClockMs)
         }
         pendingActivity[id] = (req, h)
     }

@@ -10,6 +10,17 @@ public struct PushSetupError: Error, CustomStringConvertible {
     init(_ d: String) { description = d }
 }
 
+/// Checks `serve` makes before starting, shared with the server's own.
+public enum PushSettings {
+    /// A contact a push service accepts: mailto:someone@host or an https:// URL.
+    public static func isVAPIDSubject(_ s: String) -> Bool {
+        if s.hasPrefix("https://") { return s.count > "https://".count }
+        guard s.hasPrefix("mailto:") else { return false }
+        let address = s.dropFirst("mailto:".count).split(separator: "@", omittingEmptySubsequences: false)
+        return address.count == 2 && !address[0].isEmpty && !address[1].isEmpty
+    }
+}
+
 extension ServerEnvironment {
     static let pushConfigFile = "push.json"
     static let vapidKeyFile = "vapid-key.pem"
@@ -39,7 +50,7 @@ extension ServerEnvironment {
         let vapid = try loadOrCreateVAPIDKey(dir)
         service.vapidPublicKey = Base64URL.encode(vapid.publicKeyRaw)
         if let subject = options.vapidSubject ?? file["vapidSubject"]?.stringValue {
-            guard WebPushSender.acceptable(subject: subject) else {
+            guard PushSettings.isVAPIDSubject(subject) else {
                 throw PushSetupError("--vapid-subject '\(subject)': must be mailto:you@example.org or an https:// URL")
             }
             queue.senders[.webpush] = WebPushSender(key: vapid, subject: subject, nowMs: wallClock,
@@ -86,26 +97,36 @@ extension ServerEnvironment {
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// `<dir>/vapid-key.pem` (0600, O_EXCL: two servers starting at once
-    /// agree on one); in memory with --ephemeral.
+    /// `<dir>/vapid-key.pem`, made once (0600); in memory with --ephemeral.
+    /// Written whole to a temporary file and linked into place, so a crash
+    /// never leaves half a key and two servers starting at once keep the
+    /// first one linked.
     private func loadOrCreateVAPIDKey(_ dir: String?) throws -> ES256Key {
         guard let dir else { return try ES256Key.generate() }
         let path = dir + "/" + Self.vapidKeyFile
-        let fresh = try ES256Key.generate()
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        if fd >= 0 {
-            defer { close(fd) }
-            let bytes = Array(fresh.privatePEM.utf8)
-            guard bytes.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == bytes.count, fsync(fd) == 0 else {
-                unlink(path)
-                throw PushSetupError("cannot write \(path): \(String(cString: strerror(errno)))")
-            }
-            log.info("push: created the Web Push (VAPID) key \(path)")
-            return fresh
+        if access(path, F_OK) != 0 {
+            let key = try ES256Key.generate()
+            try Self.writeNew(path, Array(key.privatePEM.utf8), directory: dir)
+            if access(path, F_OK) == 0 { log.info("push: made the Web Push (VAPID) key \(path)") }
         }
-        guard errno == EEXIST else { throw PushSetupError("cannot create \(path): \(String(cString: strerror(errno)))") }
         do { return try ES256Key(pem: try Self.readFile(path, what: "VAPID key")) } catch {
             throw PushSetupError("\(path): \(error) (delete it to make a new key; browsers then subscribe again)")
         }
+    }
+
+    /// `bytes` at `path` unless a file is there already (then that one stays).
+    private static func writeNew(_ path: String, _ bytes: [UInt8], directory dir: String) throws {
+        let tmp = path + ".tmp-\(getpid())"
+        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw PushSetupError("cannot create \(tmp): \(String(cString: strerror(errno)))") }
+        defer { unlink(tmp) }
+        let ok = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == bytes.count && fsync(fd) == 0
+        close(fd)
+        guard ok else { throw PushSetupError("cannot write \(tmp): \(String(cString: strerror(errno)))") }
+        guard link(tmp, path) == 0 || errno == EEXIST else {
+            throw PushSetupError("cannot create \(path): \(String(cString: strerror(errno)))")
+        }
+        let d = open(dir, O_RDONLY | O_CLOEXEC)
+        if d >= 0 { fsync(d); close(d) }
     }
 }

@@ -27,12 +27,21 @@ final class WebPushSender: PushSender {
         guard endpoint.utf8.count <= 2048, let origin = PushRegistration.origin(of: endpoint) else { return false }
         if origin.hasPrefix("https://") { return true }
         guard origin.hasPrefix("http://") else { return false }
-        let host = origin.dropFirst("http://".count)
-        return host.hasPrefix("127.") || host.hasPrefix("localhost") || host.hasPrefix("[::1]")
+        return isLoopback(hostPort: String(origin.dropFirst("http://".count)))
     }
 
-    static func acceptable(subject: String) -> Bool {
-        (subject.hasPrefix("mailto:") && subject.contains("@") && !subject.hasSuffix("@")) || subject.hasPrefix("https://")
+    /// "localhost", "[::1]" or a numeric 127.x.y.z, with or without a port.
+    static func isLoopback(hostPort: String) -> Bool {
+        let host: Substring
+        if hostPort.hasPrefix("[") {
+            guard let end = hostPort.firstIndex(of: "]") else { return false }
+            host = hostPort[hostPort.startIndex...end]
+        } else {
+            host = hostPort.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        }
+        if host == "localhost" || host == "[::1]" { return true }
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { p in UInt8(p) != nil && !p.isEmpty }
     }
 
     func vapidToken(audience: String) throws -> String {
@@ -50,8 +59,11 @@ final class WebPushSender: PushSender {
               let ua = reg.p256dh.flatMap(Base64URL.decode), let auth = reg.auth.flatMap(Base64URL.decode) else {
             return completion(.registrationGone("subscription incomplete"))
         }
+        let body: [UInt8]
+        do { body = try WebPushCrypto.encrypt(uaPublic: ua, authSecret: auth, plaintext: r.payload.encoded) } catch {
+            return completion(.registrationGone("the subscription's keys are unusable: \(error)"))
+        }
         do {
-            let body = try WebPushCrypto.encrypt(uaPublic: ua, authSecret: auth, plaintext: r.payload.encoded)
             let ttl = max(0, r.expiresAtSec - nowMs() / 1000)
             var headers = [("authorization", "vapid t=\(try vapidToken(audience: audience)), k=\(publicKey)"),
                            ("content-encoding", "aes128gcm"), ("content-type", "application/octet-stream"),
@@ -61,7 +73,7 @@ final class WebPushSender: PushSender {
                 completion(Self.outcome(resp))
             }
         } catch {
-            completion(.rejected("cannot encrypt for this subscription: \(error)"))
+            completion(.retry("cannot send: \(error)"))
         }
     }
 
@@ -70,6 +82,8 @@ final class WebPushSender: PushSender {
         case 200...299: return .delivered(id: resp.header("location"))
         case 0: return .retry(resp.error ?? "connection failed")
         case 404, 410: return .registrationGone("\(resp.status): subscription expired or unsubscribed")
+        // The subscription was made for another application server key.
+        case 401, 403: return .registrationGone("\(resp.status): the push service refused our VAPID key for it")
         case 429, 500...599: return .retry("\(resp.status)")
         default: return .rejected("\(resp.status) \(String(decoding: resp.body.prefix(200), as: UTF8.self))")
         }
