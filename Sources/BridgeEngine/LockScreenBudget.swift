@@ -8,19 +8,24 @@ extension LockScreenGate {
         static func fit(_ c: ActivityContent) -> ActivityContent {
             var c = c
             let fixed = 640 + cost(c.sessionId) + cost(c.device ?? "") + cost(c.approval?.requestId ?? "")
-            shrink(&c, fixed: fixed,
-                   [\.rendered.lockScreen, \.rendered.expanded, \.rendered.compact, \.projectName, \.statusText],
-                   [\.projectPath, \.operation, \.currentTodo, \.progressText, \.message,
-                    \.approvalSummary, \.approvalTool])
+            shrink(&c, fixed: fixed, activityText, activityOptionalText)
             return c
         }
+
+        // Key paths are built once: made per call, they cost more than the fitting.
+        static let activityText: [WritableKeyPath<ActivityContent, String>] =
+            [\.rendered.lockScreen, \.rendered.expanded, \.rendered.compact, \.projectName, \.statusText]
+        static let activityOptionalText: [WritableKeyPath<ActivityContent, String?>] =
+            [\.projectPath, \.operation, \.currentTodo, \.progressText, \.message, \.approvalSummary, \.approvalTool]
+        static let notificationText: [WritableKeyPath<NotificationRequest, String>] = [\.title, \.body]
+        static let notificationInfo: [WritableKeyPath<NotificationRequest, String?>] = cuttableInfo.map { \.userInfo[$0] }
 
         static func fit(_ n: NotificationRequest) -> NotificationRequest {
             var n = n
             var fixed = 512 + cost(n.id) + cost(n.threadId) + cost(n.deepLink)
             for a in n.actions { fixed += 96 + cost(a.id) + cost(a.title) }
             for (k, v) in n.userInfo { fixed += cost(k) + 2 + (cuttableInfo.contains(k) ? 0 : cost(v)) }
-            shrink(&n, fixed: fixed, [\.title, \.body], cuttableInfo.map { \.userInfo[$0] })
+            shrink(&n, fixed: fixed, notificationText, notificationInfo)
             return n
         }
 

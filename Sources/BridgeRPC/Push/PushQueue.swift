@@ -242,14 +242,25 @@ final class PushQueue {
         pump()
     }
 
-    /// A random (version 4) UUID, as apns-id wants it.
+    /// A version 4 UUID, as apns-id wants it: 122 random bits drawn once per
+    /// process, the low 64 counted up per push (unique without a draw each).
     static func uuid() -> String {
-        var b = (try? Secrets.randomBytes(16)) ?? (0..<16).map { _ in UInt8.random(in: 0...255) }
+        uuidCounter &+= 1
+        var b = uuidBase
+        for i in 0..<8 { b[8 + i] ^= UInt8(truncatingIfNeeded: uuidCounter >> (8 * (7 - i))) }
         b[6] = (b[6] & 0x0F) | 0x40
         b[8] = (b[8] & 0x3F) | 0x80
-        let hex = b.map { String($0, radix: 16) }.map { $0.count == 1 ? "0" + $0 : $0 }.joined()
-        let c = Array(hex)
-        return [String(c[0..<8]), String(c[8..<12]), String(c[12..<16]), String(c[16..<20]), String(c[20..<32])]
-            .joined(separator: "-").uppercased()
+        var out = ""
+        out.reserveCapacity(36)
+        let hex = Array("0123456789ABCDEF".utf8)
+        for (i, x) in b.enumerated() {
+            if i == 4 || i == 6 || i == 8 || i == 10 { out.append("-") }
+            out.unicodeScalars.append(UnicodeScalar(hex[Int(x >> 4)]))
+            out.unicodeScalars.append(UnicodeScalar(hex[Int(x & 15)]))
+        }
+        return out
     }
+
+    private static let uuidBase: [UInt8] = (try? Secrets.randomBytes(16)) ?? (0..<16).map { _ in UInt8.random(in: 0...255) }
+    private nonisolated(unsafe) static var uuidCounter: UInt64 = 0
 }
