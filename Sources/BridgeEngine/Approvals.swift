@@ -1,3 +1,5 @@
+import BridgeCore
+
 /// Approvals (EDGE-CASES "Multiple Approval Requests", "Approval Request
 /// Timeout"; PRD US-2.1..2.4, US-5.4): queued per session, badge = count, the
 /// Live Activity shows the newest, per-request timeout (settings, default 60 s)
@@ -11,9 +13,31 @@ public struct ApprovalRequest: Equatable, Sendable {
     public let tool: ToolUse
     public let createdAt: Millis
     public let expiresAt: Millis
+    /// The agent's permission updates that "Always allow" applies (Claude
+    /// Code's `permission_suggestions`), opaque JSON objects as sent: at most
+    /// `maxPermissionSuggestions`, each at most `maxPermissionSuggestionBytes`
+    /// serialized. Empty: "Always allow" is not offered.
+    public internal(set) var permissionSuggestions: [JSON] = []
     /// The push that announced it (cleared when it resolves).
     var notificationId: String?
     var bannerShown = false
+}
+
+extension ApprovalRequest {
+    public static let maxPermissionSuggestions = 16
+    public static let maxPermissionSuggestionBytes = 4096
+
+    /// Why one suggestion cannot be kept (nil: it can): not an object, or too large.
+    public static func problem(withSuggestion s: JSON) -> String? {
+        guard case .object = s else { return "must be an object, not \(s.typeName)" }
+        let n = s.encoded.count
+        return n > maxPermissionSuggestionBytes ? "is \(n) bytes serialized, over \(maxPermissionSuggestionBytes)" : nil
+    }
+
+    /// The suggestions an approval keeps: the first 16 that are objects of at most 4 KB.
+    public static func keepable(_ suggestions: [JSON]) -> [JSON] {
+        Array(suggestions.lazy.filter { problem(withSuggestion: $0) == nil }.prefix(maxPermissionSuggestions))
+    }
 }
 
 public enum ApprovalRespondStatus: String, Sendable, CaseIterable {
@@ -33,12 +57,13 @@ public struct ApprovalRespondResult: Equatable, Sendable {
 
 extension Engine {
     mutating func requestApproval(_ e: AgentEvent, requestId: String, tool: ToolUse, timeoutSeconds: Double?,
-                                  now: Millis, into effects: inout [Effect]) {
+                                  permissionSuggestions: [JSON], now: Millis, into effects: inout [Effect]) {
         // A repeated request id (agent retry) is the same request: nothing new to say.
         if state.approvalIndex[requestId] != nil || state.resolvedApprovals[requestId] != nil { return }
         let timeout = timeoutSeconds ?? state.settings.approvalTimeoutSeconds
         var req = ApprovalRequest(requestId: requestId, sessionId: e.sessionId, tool: tool, createdAt: now,
-                                  expiresAt: now + Millis.seconds(timeout))
+                                  expiresAt: now + Millis.seconds(timeout),
+                                  permissionSuggestions: ApprovalRequest.keepable(permissionSuggestions))
         state.approvalIndex[requestId] = e.sessionId
         state.pendingApprovalCount += 1
         state.deadlines.push(req.expiresAt, .approvalTimeout(requestId: requestId))
@@ -73,7 +98,7 @@ extension Engine {
     }
 
     mutating func respond(requestId: String, decision: ApprovalDecision, deviceId: String?, source: DecisionSource,
-                          now: Millis, into effects: inout [Effect]) -> ApprovalRespondResult {
+                          options: DecisionOptions = .none, now: Millis, into effects: inout [Effect]) -> ApprovalRespondResult {
         guard let sid = state.approvalIndex[requestId] else {
             if let r = state.resolvedApprovals[requestId] {
                 return ApprovalRespondResult(status: r.resolution == .timedOut ? .expired : .alreadyResolved,
@@ -82,7 +107,11 @@ extension Engine {
             return ApprovalRespondResult(status: .unknown, requestId: requestId, sessionId: nil, resolution: nil)
         }
         let resolution: ApprovalResolution = decision == .allow ? .allow : .deny
-        let req = resolveApproval(requestId, sessionId: sid, as: resolution, by: deviceId, now: now, into: &effects)
+        let hasSuggestions = state.sessions[sid]?.pendingApprovals.first { $0.requestId == requestId }?
+            .permissionSuggestions.isEmpty == false
+        let req = resolveApproval(requestId, sessionId: sid, as: resolution, by: deviceId,
+                                  options: options.fitted(to: decision, hasSuggestions: hasSuggestions),
+                                  now: now, into: &effects)
         if source == .notification {
             state.metrics.count(decision == .allow ? .approvalFromNotification : .denialFromNotification)
         }
@@ -97,7 +126,8 @@ extension Engine {
     /// Removes an open request and tells everyone how it ended; returns it.
     @discardableResult
     mutating func resolveApproval(_ requestId: String, sessionId sid: String, as resolution: ApprovalResolution,
-                                  by: String?, now: Millis, into effects: inout [Effect]) -> ApprovalRequest? {
+                                  by: String?, options: DecisionOptions = .none, now: Millis,
+                                  into effects: inout [Effect]) -> ApprovalRequest? {
         state.approvalIndex[requestId] = nil
         state.resolvedApprovals.set(requestId, (resolution, sid))
         guard let idx = state.sessions[sid]?.pendingApprovals.firstIndex(where: { $0.requestId == requestId }) else { return nil }
@@ -117,7 +147,7 @@ extension Engine {
         }
         // Clear it everywhere (US-5.4: approve on iPhone, it clears on iPad).
         effects.append(.clearNotifications(ids: ["approval:\(requestId)"]))
-        effects.append(.approvalResolved(requestId: requestId, sessionId: sid, decision: resolution, by: by))
+        effects.append(.approvalResolved(requestId: requestId, sessionId: sid, decision: resolution, by: by, options: options))
         effects.append(.sessionChanged(sessionId: sid))
         return req
     }

@@ -20,6 +20,8 @@ public struct QueuedDecision: Equatable, Sendable {
     public let deviceId: String?
     public let source: DecisionSource
     public let queuedAt: Millis
+    /// Always allow, the deny message, interrupt: applied with the decision on reconnect.
+    public var options: DecisionOptions = .none
 }
 
 public struct ConnectivityState: Equatable, Sendable {
@@ -81,14 +83,14 @@ extension Engine {
     @inline(never)
     mutating func flush(_ queued: [QueuedDecision], now: Millis, into effects: inout [Effect]) {
         for q in queued where state.approvalIndex[q.requestId] != nil {
-            _ = respondOutOfLine(q.requestId, q.decision, q.deviceId, q.source, now: now, into: &effects)
+            _ = respondOutOfLine(q.requestId, q.decision, q.deviceId, q.source, q.options, now: now, into: &effects)
         }
     }
 
     @inline(never)
     mutating func respondOutOfLine(_ rid: String, _ d: ApprovalDecision, _ device: String?, _ source: DecisionSource,
-                                   now: Millis, into effects: inout [Effect]) -> ApprovalRespondResult {
-        respond(requestId: rid, decision: d, deviceId: device, source: source, now: now, into: &effects)
+                                   _ options: DecisionOptions, now: Millis, into effects: inout [Effect]) -> ApprovalRespondResult {
+        respond(requestId: rid, decision: d, deviceId: device, source: source, options: options, now: now, into: &effects)
     }
 
     /// Schedules retry `attempt + 1`.
@@ -154,17 +156,21 @@ extension Engine {
     /// A decision while offline: kept (the host stores it durably), the person
     /// told it will be sent. A second decision for the same request changes nothing.
     mutating func queueDecision(requestId: String, decision: ApprovalDecision, deviceId: String?, source: DecisionSource,
-                                now: Millis, into effects: inout [Effect]) -> ApprovalRespondResult {
+                                options: DecisionOptions = .none, now: Millis,
+                                into effects: inout [Effect]) -> ApprovalRespondResult {
         guard let sid = state.approvalIndex[requestId] else {
             // Unknown, resolved or expired: the same answers as online.
-            return respondOutOfLine(requestId, decision, deviceId, source, now: now, into: &effects)
+            return respondOutOfLine(requestId, decision, deviceId, source, options, now: now, into: &effects)
         }
         if let first = state.connection.queuedDecisions.first(where: { $0.requestId == requestId }) {
             return ApprovalRespondResult(status: .alreadyResolved, requestId: requestId, sessionId: sid,
                                          resolution: first.decision == .allow ? .allow : .deny)
         }
-        state.connection.queuedDecisions.append(QueuedDecision(requestId: requestId, sessionId: sid, decision: decision,
-                                                               deviceId: deviceId, source: source, queuedAt: now))
+        let hasSuggestions = state.sessions[sid]?.pendingApprovals.first { $0.requestId == requestId }?
+            .permissionSuggestions.isEmpty == false
+        state.connection.queuedDecisions.append(QueuedDecision(
+            requestId: requestId, sessionId: sid, decision: decision, deviceId: deviceId, source: source, queuedAt: now,
+            options: options.fitted(to: decision, hasSuggestions: hasSuggestions)))
         let title = strings["banner.decision_queued.title"]
         let body = strings[decision == .allow ? "banner.decision_queued.allow" : "banner.decision_queued.deny"]
         effects.append(.showBanner(Banner(id: "decision-queued:\(requestId)", style: .info, title: title, body: body,

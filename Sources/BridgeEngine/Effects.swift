@@ -8,7 +8,9 @@ public enum Effect: Equatable, Sendable {
     case updateActivity(ActivityContent)
     case endActivity(ActivityContent)
     case updateBadge(count: Int)
-    case approvalResolved(requestId: String, sessionId: String, decision: ApprovalResolution, by: String?)
+    /// `options`: what came with an allow or deny (none for a timeout or cancel).
+    case approvalResolved(requestId: String, sessionId: String, decision: ApprovalResolution, by: String?,
+                          options: DecisionOptions = .none)
     case questionAnswered(questionId: String, sessionId: String, answers: [String: [String]], by: String?)
     case sessionChanged(sessionId: String)
     /// Try the backend link again now (retry `attempt`, `delayMs` after the previous).

@@ -35,16 +35,16 @@ public struct Engine {
         case .agent(let e): handleAgent(e, now: now, into: &t.effects)
         case .app(let u): handleApp(u, now: now, into: &t.effects)
         case .settings(let s): handleSettings(s, now: now, into: &t.effects)
-        case let .approvalResponse(rid, decision, device, source):
+        case let .approvalResponse(rid, decision, device, source, options):
             t.reply = .approval(respond(requestId: rid, decision: decision, deviceId: device, source: source,
-                                        now: now, into: &t.effects))
+                                        options: options, now: now, into: &t.effects))
         case let .questionAnswer(qid, answers, device):
             t.reply = .question(answer(questionId: qid, answers: answers, deviceId: device, now: now, into: &t.effects))
         case .tick: break
         case .connection(let c): handleConnection(c, now: now, into: &t.effects)
-        case let .approvalQueued(rid, decision, device, source):
+        case let .approvalQueued(rid, decision, device, source, options):
             t.reply = .approval(queueDecision(requestId: rid, decision: decision, deviceId: device, source: source,
-                                              now: now, into: &t.effects))
+                                              options: options, now: now, into: &t.effects))
         case let .userMessage(sid, device):
             if deviceInteracted(sid, device: device, now: now, into: &t.effects) {
                 t.effects.append(.sessionChanged(sessionId: sid))

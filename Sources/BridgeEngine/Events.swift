@@ -1,3 +1,5 @@
+import BridgeCore
+
 /// A tool call as the agent reports it; the fields are Claude Code's
 /// `tool_input` names reduced to what the engine shows or classifies.
 public struct ToolUse: Equatable, Sendable {
@@ -53,7 +55,10 @@ public struct AgentEvent: Equatable, Sendable {
         case toolUse(ToolUse)
         /// TodoWrite todos.
         case progress(todos: [Todo])
-        case approvalRequest(requestId: String, tool: ToolUse, timeoutSeconds: Double?)
+        /// `permissionSuggestions`: the agent's own permission updates that
+        /// would stop it asking again (Claude Code's `permission_suggestions`),
+        /// opaque; "Always allow" hands them back (`DecisionOptions.alwaysAllow`).
+        case approvalRequest(requestId: String, tool: ToolUse, timeoutSeconds: Double?, permissionSuggestions: [JSON] = [])
         case approvalCancelled(requestId: String)
         /// The backend's own `approval_timeout` (EDGE-CASES "Approval Request Timeout").
         case approvalTimeout(requestId: String)
@@ -96,6 +101,36 @@ public struct AgentEvent: Equatable, Sendable {
 
 public enum ApprovalDecision: String, Sendable, CaseIterable { case allow, deny }
 
+/// What the person chose besides allow or deny.
+/// Each goes with the decision wherever it goes: the waiting agent, the
+/// offline queue, the audit log, `approval.resolved`.
+public struct DecisionOptions: Equatable, Sendable {
+    /// Allow, and apply the request's permission suggestions so the agent
+    /// stops asking ("Always allow"). Only with allow, only when the request has some.
+    public var alwaysAllow: Bool
+    /// Deny: why, for the agent to read, as typed (it never reaches a lock screen).
+    public var message: String?
+    /// Deny and stop the agent's turn ("Deny and stop").
+    public var interrupt: Bool
+
+    public init(alwaysAllow: Bool = false, message: String? = nil, interrupt: Bool = false) {
+        self.alwaysAllow = alwaysAllow
+        self.message = message
+        self.interrupt = interrupt
+    }
+
+    public static let none = DecisionOptions()
+
+    /// What of these a decision can carry: alwaysAllow only with allow and
+    /// suggestions to apply, a message and interrupt only with deny.
+    func fitted(to decision: ApprovalDecision, hasSuggestions: Bool) -> DecisionOptions {
+        switch decision {
+        case .allow: return DecisionOptions(alwaysAllow: alwaysAllow && hasSuggestions)
+        case .deny: return DecisionOptions(message: message, interrupt: interrupt)
+        }
+    }
+}
+
 /// Where a decision was made; counts approvalFromNotification / denialFromNotification.
 public enum DecisionSource: String, Sendable, CaseIterable { case app, notification, liveActivity }
 
@@ -104,14 +139,16 @@ public enum EngineEvent: Equatable, Sendable {
     case agent(AgentEvent)
     case app(AppUpdate)
     case settings(Settings)
-    case approvalResponse(requestId: String, decision: ApprovalDecision, deviceId: String?, source: DecisionSource)
+    case approvalResponse(requestId: String, decision: ApprovalDecision, deviceId: String?, source: DecisionSource,
+                          options: DecisionOptions = .none)
     case questionAnswer(questionId: String, answers: [String: [String]], deviceId: String?)
     /// Time passed; due deadlines (approval timeouts, reminders) fire.
     case tick
     /// The link to the backend went up or down (`connection.update`; Connectivity.swift).
     case connection(ConnectionChange)
     /// A decision made while the link is down: kept and sent on reconnect.
-    case approvalQueued(requestId: String, decision: ApprovalDecision, deviceId: String?, source: DecisionSource)
+    case approvalQueued(requestId: String, decision: ApprovalDecision, deviceId: String?, source: DecisionSource,
+                        options: DecisionOptions = .none)
     /// The person sent the session a message from a device (`message.send`):
     /// the session continues there (EDGE-CASES "Session Handoff").
     case userMessage(sessionId: String, deviceId: String?)

@@ -73,8 +73,11 @@ enum SnapshotCoding {
             o["progress"] = ["completed": .int(Int64(p.completed)), "total": .int(Int64(p.total)), "current": opt(p.current)]
         }
         o["approvals"] = .array(s.pendingApprovals.map { a in
-            ["requestId": .string(a.requestId), "tool": tool(a.tool), "createdAt": .int(a.createdAt),
-             "expiresAt": .int(a.expiresAt), "notificationId": opt(a.notificationId), "bannerShown": .bool(a.bannerShown)]
+            var o: [String: JSON] = ["requestId": .string(a.requestId), "tool": tool(a.tool), "createdAt": .int(a.createdAt),
+                                     "expiresAt": .int(a.expiresAt), "notificationId": opt(a.notificationId),
+                                     "bannerShown": .bool(a.bannerShown)]
+            if !a.permissionSuggestions.isEmpty { o["permissionSuggestions"] = .array(a.permissionSuggestions) }
+            return .object(o)
         })
         o["questions"] = .array(s.pendingQuestions.map { q in
             ["questionId": .string(q.questionId), "createdAt": .int(q.createdAt), "notificationId": opt(q.notificationId),
@@ -112,6 +115,8 @@ enum SnapshotCoding {
             var r = ApprovalRequest(requestId: rid, sessionId: id, tool: try tool(t), createdAt: c, expiresAt: e)
             r.notificationId = a.str("notificationId")
             r.bannerShown = a.bool("bannerShown") ?? false
+            // Read with the limits of a new request: a damaged document cannot grow them.
+            r.permissionSuggestions = ApprovalRequest.keepable(a.arr("permissionSuggestions"))
             s.pendingApprovals.append(r)
         }
         for q in j.arr("questions") {
@@ -170,7 +175,9 @@ extension Engine {
                            "queuedDecisions": .array(c.queuedDecisions.map {
                                ["requestId": .string($0.requestId), "sessionId": .string($0.sessionId),
                                 "decision": .string($0.decision.rawValue), "deviceId": opt($0.deviceId),
-                                "source": .string($0.source.rawValue), "queuedAt": .int($0.queuedAt)]
+                                "source": .string($0.source.rawValue), "queuedAt": .int($0.queuedAt),
+                                "alwaysAllow": .bool($0.options.alwaysAllow), "message": opt($0.options.message),
+                                "interrupt": .bool($0.options.interrupt)]
                            })],
         ]
     }
@@ -245,7 +252,9 @@ extension Engine {
                   let d = q.str("decision").flatMap(ApprovalDecision.init(rawValue:)) else { return nil }
             return QueuedDecision(requestId: rid, sessionId: sid, decision: d, deviceId: q.str("deviceId"),
                                   source: q.str("source").flatMap(DecisionSource.init(rawValue:)) ?? .app,
-                                  queuedAt: q.int("queuedAt") ?? now)
+                                  queuedAt: q.int("queuedAt") ?? now,
+                                  options: DecisionOptions(alwaysAllow: q.bool("alwaysAllow") ?? false, message: q.str("message"),
+                                                           interrupt: q.bool("interrupt") ?? false))
         }
     }
 

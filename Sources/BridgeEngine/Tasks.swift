@@ -22,8 +22,9 @@ extension Engine {
         case .progress(let todos):
             progressed(e.sessionId, todos, now: now, into: &effects)
 
-        case let .approvalRequest(rid, tool, timeout):
-            requestApproval(e, requestId: rid, tool: tool, timeoutSeconds: timeout, now: now, into: &effects)
+        case let .approvalRequest(rid, tool, timeout, suggestions):
+            requestApproval(e, requestId: rid, tool: tool, timeoutSeconds: timeout, permissionSuggestions: suggestions,
+                            now: now, into: &effects)
 
         case .approvalCancelled(let rid):
             guard let sid = state.approvalIndex[rid] else { return }

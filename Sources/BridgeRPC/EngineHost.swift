@@ -75,7 +75,7 @@ public final class EngineHost {
         for case .agent(let e) in events {
             let owner: String?, id: String
             switch e.kind {
-            case .approvalRequest(let rid, _, _): (owner, id) = (engine.owner(ofApproval: rid), rid)
+            case .approvalRequest(let rid, _, _, _): (owner, id) = (engine.owner(ofApproval: rid), rid)
             case .question(let qid, _): (owner, id) = (engine.owner(ofQuestion: qid), qid)
             default: continue
             }
@@ -109,8 +109,10 @@ public final class EngineHost {
         case .showBanner(let b): return EngineCoding.banner(b)
         case .startActivity(let c), .updateActivity(let c), .endActivity(let c): return EngineCoding.activity(c)
         case .updateBadge(let n): return ["count": .int(Int64(n))]
-        case let .approvalResolved(rid, sid, d, by):
-            return ["requestId": .string(rid), "sessionId": .string(sid), "decision": .string(d.rawValue), "by": by.json]
+        case let .approvalResolved(rid, sid, d, by, options):
+            // The deny message stays with the agent: it is not broadcast.
+            return ["requestId": .string(rid), "sessionId": .string(sid), "decision": .string(d.rawValue), "by": by.json,
+                    "alwaysAllow": .bool(options.alwaysAllow), "interrupt": .bool(options.interrupt)]
         case let .questionAnswered(qid, sid, answers, by):
             return ["questionId": .string(qid), "sessionId": .string(sid), "by": by.json,
                     "answers": .object(answers.mapValues { .array($0.map { .string($0) }) })]

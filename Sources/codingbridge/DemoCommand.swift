@@ -106,9 +106,22 @@ struct DemoCommand: ParsableCommand {
         try wait(45)
 
         let cmd = "NPM_TOKEN=npm_Zq8xV4mB2nK7pR1sT9wY3cD6fH0jL5gA npm install jsonwebtoken@9"
-        try event("approval_request", ["requestId": "req-42", "toolName": "Bash", "input": ["command": .string(cmd)]])
+        // Claude Code suggests a rule with the request: the app offers "Always allow".
+        let suggestion: JSON = ["type": "addRules", "rules": [["toolName": "Bash", "ruleContent": "npm install:*"]],
+                                "behavior": "allow", "destination": "localSettings"]
+        try event("approval_request", ["requestId": "req-42", "toolName": "Bash", "input": ["command": .string(cmd)],
+                                       "permissionSuggestions": [suggestion]])
         screen.show(rpc.take(), activity: try rpc.call("activity.get")["activity"],
                     caption: "Claude needs permission: an actionable notification arrives (secret redacted).")
+        let offered = try rpc.call("approval.list")["approvals"]?.arrayValue?.first?["permissionSuggestions"]?.arrayValue ?? []
+        let rules = offered.flatMap { $0["rules"]?.arrayValue ?? [] }.compactMap { r -> String? in
+            guard let tool = r["toolName"]?.stringValue else { return nil }
+            return r["ruleContent"]?.stringValue.map { "\(tool)(\($0))" } ?? tool
+        }
+        if !rules.isEmpty {
+            screen.say("In the app the request also offers [Always allow] \(rules.joined(separator: ", ")): "
+                       + "approval.respond alwaysAllow, and Claude stops asking.")
+        }
         screen.say("Alex is in a meeting; the approval waits (timeout 60 s)...")
         try wait(18, steps: 3)
         screen.say("Alex taps Approve on the lock screen.")
@@ -253,7 +266,8 @@ struct DemoScreen {
             out("  Live Activity ended (\(p["statusText"]?.stringValue ?? ""))")
             drawActivity(p)
         case "approval.resolved":
-            out("  approval \(p["requestId"]?.stringValue ?? "") resolved: \(p["decision"]?.stringValue ?? "") by \(p["by"]?.stringValue ?? "timeout")")
+            let how = p["alwaysAllow"]?.boolValue == true ? " (always allow)" : p["interrupt"]?.boolValue == true ? " (and stop)" : ""
+            out("  approval \(p["requestId"]?.stringValue ?? "") resolved: \(p["decision"]?.stringValue ?? "")\(how) by \(p["by"]?.stringValue ?? "timeout")")
         default:
             break   // session.changed, activity.update: the activity box shows them
         }

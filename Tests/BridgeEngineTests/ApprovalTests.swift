@@ -1,5 +1,6 @@
 import Testing
 @testable import BridgeEngine
+import BridgeCore
 
 @Suite struct ApprovalTests {
     static func pending(background: Bool = true, settings: Settings = Settings()) -> Harness {
@@ -134,5 +135,106 @@ import Testing
         #expect(ans(["DB": ["Postgres"], "Which features?": ["a", "b"]]).status == .accepted)
         #expect(ans(["DB": ["Postgres"], "Features": ["a"]]).status == .alreadyResolved)
         #expect(h.engine.session("s1")!.status == .processing)
+    }
+
+    // MARK: - Richer decisions (issue 17): Always allow, deny with a message, deny and stop
+
+    static let addRule: JSON = ["type": "addRules", "rules": [["toolName": "Bash", "ruleContent": "npm test"]],
+                                "behavior": "allow", "destination": "localSettings"]
+    static let setMode: JSON = ["type": "setMode", "mode": "acceptEdits", "destination": "session"]
+
+    static func suggested(background: Bool = true) -> Harness {
+        var h = Harness(background: background)
+        h.agent("s1", .taskStarted(prompt: nil))
+        h.agent("s1", .approvalRequest(requestId: "r1", tool: npmTest, timeoutSeconds: nil,
+                                       permissionSuggestions: [addRule, setMode]))
+        return h
+    }
+
+    static func options(_ fx: [Effect]) -> [DecisionOptions] {
+        fx.compactMap { if case let .approvalResolved(_, _, _, _, o) = $0 { return o }; return nil }
+    }
+
+    @Test func theApprovalKeepsAtMost16SuggestionsOfAtMost4KB() {
+        var h = Harness(background: true)
+        let big: JSON = ["type": "addRules", "rules": [["toolName": "Bash", "ruleContent": .string(String(repeating: "x", count: 4100))]]]
+        var sent: [JSON] = ["not an object", big]
+        for i in 0..<20 { sent.append(["type": "addRules", "rules": [["toolName": "Bash", "ruleContent": .string("cmd \(i)")]]]) }
+        h.agent("s1", .approvalRequest(requestId: "r1", tool: npmTest, timeoutSeconds: nil, permissionSuggestions: sent))
+        let kept = h.engine.pendingApprovals[0].permissionSuggestions
+        #expect(kept.count == ApprovalRequest.maxPermissionSuggestions)
+        #expect(kept.first == sent[2] && kept.last == sent[17])
+        #expect(ApprovalRequest.problem(withSuggestion: big) != nil)
+        #expect(ApprovalRequest.problem(withSuggestion: "x") == "must be an object, not string")
+        #expect(ApprovalRequest.problem(withSuggestion: Self.addRule) == nil)
+    }
+
+    @Test func alwaysAllowGoesWithTheDecision() {
+        var h = Self.suggested()
+        let t = h.engine.apply(.approvalResponse(requestId: "r1", decision: .allow, deviceId: "iphone", source: .app,
+                                                 options: DecisionOptions(alwaysAllow: true)), now: h.now)
+        guard case .approval(let r) = t.reply else { Issue.record("no reply"); return }
+        #expect(r.status == .accepted && r.resolution == .allow)
+        #expect(Self.options(t.effects) == [DecisionOptions(alwaysAllow: true)])
+        #expect(h.engine.session("s1")!.history.last?.kind == .approved)
+    }
+
+    @Test func denyWithAMessageAndInterrupt() {
+        var h = Self.suggested()
+        let o = DecisionOptions(message: "Use the staging database, not prod", interrupt: true)
+        let t = h.engine.apply(.approvalResponse(requestId: "r1", decision: .deny, deviceId: "iphone", source: .app, options: o),
+                               now: h.now)
+        #expect(Self.options(t.effects) == [o])
+        #expect(t.effects.resolutions.map(\.1) == [.deny])
+    }
+
+    /// What does not fit the decision is dropped by the engine itself (the
+    /// RPC layer refuses such calls before): alwaysAllow without suggestions
+    /// or with deny, a message or interrupt with allow.
+    @Test func optionsThatDoNotFitTheDecisionAreDropped() {
+        var h = Self.pending() // r1 has no suggestions
+        var t = h.engine.apply(.approvalResponse(requestId: "r1", decision: .allow, deviceId: nil, source: .app,
+                                                 options: DecisionOptions(alwaysAllow: true, message: "m", interrupt: true)), now: h.now)
+        #expect(Self.options(t.effects) == [.none])
+        var g = Self.suggested()
+        t = g.engine.apply(.approvalResponse(requestId: "r1", decision: .deny, deviceId: nil, source: .app,
+                                             options: DecisionOptions(alwaysAllow: true)), now: g.now)
+        #expect(Self.options(t.effects) == [.none])
+        // Timeouts and cancels carry none.
+        var k = Self.suggested()
+        #expect(Self.options(k.advance(seconds: 60)) == [.none])
+    }
+
+    /// A decision made offline keeps its options through a restart (the
+    /// engine snapshot) and applies them on reconnect; the suggestions survive too.
+    @Test func aQueuedAlwaysAllowSurvivesARestart() {
+        var h = Self.suggested()
+        h.send(.connection(.disconnected))
+        let q = h.engine.apply(.approvalQueued(requestId: "r1", decision: .allow, deviceId: "iphone", source: .notification,
+                                               options: DecisionOptions(alwaysAllow: true)), now: h.now)
+        guard case .approval(let r) = q.reply else { Issue.record("no reply"); return }
+        #expect(r.status == .queued && Self.options(q.effects).isEmpty)
+        #expect(h.engine.connectivity.queuedDecisions.first?.options == DecisionOptions(alwaysAllow: true))
+        let snap = EngineSnapshot(sessions: h.engine.sessions.compactMap { h.engine.snapshot(session: $0.id) },
+                                  global: h.engine.snapshotGlobal())
+        var fresh = Engine(services: Harness.services)
+        let report = fresh.restore(snap, now: h.now + 1000)
+        #expect(report.queuedDecisions == 1)
+        #expect(fresh.pendingApprovals.first?.permissionSuggestions == [Self.addRule, Self.setMode])
+        let t = fresh.apply(.connection(.connected), now: h.now + 2000)
+        #expect(t.effects.resolutions.map(\.1) == [.allow])
+        #expect(Self.options(t.effects) == [DecisionOptions(alwaysAllow: true)])
+    }
+
+    @Test func aQueuedDenyKeepsItsMessage() {
+        var h = Self.suggested()
+        h.send(.connection(.disconnected))
+        let o = DecisionOptions(message: "Not on Fridays", interrupt: true)
+        _ = h.engine.apply(.approvalQueued(requestId: "r1", decision: .deny, deviceId: nil, source: .app, options: o), now: h.now)
+        let snap = EngineSnapshot(sessions: h.engine.sessions.compactMap { h.engine.snapshot(session: $0.id) },
+                                  global: h.engine.snapshotGlobal())
+        var fresh = Engine(services: Harness.services)
+        _ = fresh.restore(snap, now: h.now)
+        #expect(Self.options(fresh.apply(.connection(.connected), now: h.now + 1).effects) == [o])
     }
 }

@@ -51,7 +51,7 @@ extension Array where Element == Effect {
     var ends: [ActivityContent] { compactMap { if case .endActivity(let c) = $0 { return c }; return nil } }
     var badges: [Int] { compactMap { if case .updateBadge(let n) = $0 { return n }; return nil } }
     var resolutions: [(String, ApprovalResolution)] {
-        compactMap { if case let .approvalResolved(rid, _, d, _) = $0 { return (rid, d) }; return nil }
+        compactMap { if case let .approvalResolved(rid, _, d, _, _) = $0 { return (rid, d) }; return nil }
     }
 }
 

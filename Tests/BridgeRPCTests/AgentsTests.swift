@@ -136,6 +136,49 @@ private func apply(_ m: AgentMapping, to engine: inout Engine, at now: Millis) {
         #expect(ClaudeHookAdapter.decisionOutput(nil, by: nil) == nil)
     }
 
+    @Test func richerDecisionsInClaudeCodesFormat() {
+        let rule: JSON = ["type": "addRules", "rules": [["toolName": "Bash", "ruleContent": "npm test"]],
+                          "behavior": "allow", "destination": "localSettings"]
+        let always = ClaudeHookAdapter.decisionOutput(.allow, by: "iphone", options: DecisionOptions(alwaysAllow: true),
+                                                      permissionSuggestions: [rule])
+        #expect(always == ["hookSpecificOutput": ["hookEventName": "PermissionRequest",
+                                                  "decision": ["behavior": "allow", "updatedPermissions": [rule]]]])
+        // Without suggestions there is nothing to apply: a plain allow.
+        #expect(ClaudeHookAdapter.decisionOutput(.allow, by: nil, options: DecisionOptions(alwaysAllow: true))
+                == ClaudeHookAdapter.decisionOutput(.allow, by: nil))
+        let stop = ClaudeHookAdapter.decisionOutput(.deny, by: "iphone", options: DecisionOptions(message: "Use staging", interrupt: true))
+        #expect(stop == ["hookSpecificOutput": ["hookEventName": "PermissionRequest",
+                                                "decision": ["behavior": "deny", "message": "Use staging", "interrupt": true]]])
+        let plain = ClaudeHookAdapter.decisionOutput(.deny, by: "iphone", options: DecisionOptions(interrupt: false))
+        #expect(plain?["hookSpecificOutput"]?["decision"]?["interrupt"] == nil)
+        #expect(plain?["hookSpecificOutput"]?["decision"]?["message"] == "Denied by the user from CodingBridge (iphone).")
+    }
+
+    @Test func permissionSuggestionsAreKeptLeniently() throws {
+        var ids = AgentIdSource(prefix: "t")
+        let engine = Engine(services: services)
+        func request(_ suggestions: JSON) throws -> AgentMapping {
+            try ClaudeHookAdapter.map(["session_id": "s1", "hook_event_name": "PermissionRequest", "tool_name": "Bash",
+                                       "tool_input": ["command": "npm test"], "permission_suggestions": suggestions],
+                                      engine: engine, ids: &ids)
+        }
+        func kept(_ m: AgentMapping) -> [JSON]? {
+            guard case .agent(let a)? = m.events.first, case let .approvalRequest(_, _, _, s) = a.kind else { return nil }
+            return s
+        }
+        let rule: JSON = ["type": "setMode", "mode": "acceptEdits", "destination": "session"]
+        let many = try request(.array(["text", .object(["big": .string(String(repeating: "y", count: 5000))])]
+                                      + Array(repeating: rule, count: 17)))
+        #expect(kept(many)?.count == 16)
+        #expect(many.ignored.count == 3, "\(many.ignored)")
+        #expect(many.ignored.contains { $0.hasPrefix("permission_suggestions[0] must be an object") })
+        #expect(many.unusedFields.isEmpty)
+        #expect(kept(try request([rule])) == [rule])
+        // Not an array: the sender's bug, named.
+        #expect(throws: RPCError.self) { _ = try request(["type": "setMode"]) }
+        do { _ = try request("setMode") } catch let e as RPCError { #expect(e.data?["param"] == "permission_suggestions") }
+    }
+
     @Test func generatedRequestIdsAreUnique() {
         var a = AgentIdSource(), b = AgentIdSource()
         let ids = (0..<100).map { _ in a.next("hook") } + (0..<100).map { _ in b.next("hook") }
@@ -193,6 +236,74 @@ private func apply(_ m: AgentMapping, to engine: inout Engine, at now: Millis) {
         #expect(answer["result"]?["decision"] == "allow")
         #expect(answer["result"]?["by"] == "iphone")
         #expect(answer["result"]?["hookOutput"] == ClaudeHookAdapter.decisionOutput(.allow, by: "iphone"))
+    }
+
+    private static let rule: JSON = ["type": "addRules", "rules": [["toolName": "Bash", "ruleContent": "make deploy"]],
+                                     "behavior": "allow", "destination": "localSettings"]
+
+    /// A PermissionRequest with suggestions waiting on `hook`; its request id.
+    private func ask(_ hook: InProcessClient, _ phone: InProcessClient, id: Int, suggestions: [JSON]) throws -> String {
+        var params: [String: JSON] = ["session_id": "s9", "hook_event_name": "PermissionRequest", "tool_name": "Bash",
+                                      "tool_input": ["command": .string("make deploy \(id)")]]
+        if !suggestions.isEmpty { params["permission_suggestions"] = .array(suggestions) }
+        let call: JSON = ["jsonrpc": "2.0", "id": .int(Int64(id)), "method": "agent.hook", "params": .object(params)]
+        #expect(replies(hook.send(call.serialized() + "\n")).isEmpty)
+        let list = phone.request("approval.list", [:]).first { $0["id"] != nil }
+        let a = try #require(list?["result"]?["approvals"]?.arrayValue?.first { $0["summary"] == .string("make deploy \(id)") })
+        #expect(a["permissionSuggestions"] == .array(suggestions))
+        return try #require(a["requestId"]?.stringValue)
+    }
+
+    private func respond(_ phone: InProcessClient, _ params: [String: JSON]) -> JSON? {
+        phone.request("approval.respond", .object(params)).first { $0["id"] != nil }
+    }
+
+    @Test func alwaysAllowHandsTheSuggestionsBack() throws {
+        let (_, hook, phone) = server()
+        let rid = try ask(hook, phone, id: 21, suggestions: [Self.rule])
+        let r = respond(phone, ["requestId": .string(rid), "decision": "allow", "alwaysAllow": true, "deviceId": "iphone"])
+        #expect(r?["result"]?["status"] == "accepted")
+        let answer = try #require(replies(hook.takeOutput()).first)
+        #expect(answer["result"]?["decision"] == "allow")
+        #expect(answer["result"]?["hookOutput"]?["hookSpecificOutput"]?["decision"]
+                == ["behavior": "allow", "updatedPermissions": [Self.rule]])
+    }
+
+    @Test func denyWithAMessageAndStop() throws {
+        let (_, hook, phone) = server()
+        let rid = try ask(hook, phone, id: 22, suggestions: [])
+        let r = respond(phone, ["requestId": .string(rid), "decision": "deny", "message": "Run it on staging first",
+                                "interrupt": true])
+        #expect(r?["result"]?["status"] == "accepted")
+        let answer = try #require(replies(hook.takeOutput()).first)
+        #expect(answer["result"]?["hookOutput"]?["hookSpecificOutput"]?["decision"]
+                == ["behavior": "deny", "message": "Run it on staging first", "interrupt": true])
+    }
+
+    @Test func combinationsThatDoNotFitAre32602() throws {
+        let (_, hook, phone) = server()
+        let with = try ask(hook, phone, id: 23, suggestions: [Self.rule])
+        let without = try ask(hook, phone, id: 24, suggestions: [])
+        let bad: [([String: JSON], String)] = [
+            (["requestId": .string(with), "decision": "deny", "alwaysAllow": true], "alwaysAllow"),
+            (["requestId": .string(with), "decision": "allow", "message": "why"], "message"),
+            (["requestId": .string(with), "decision": "allow", "interrupt": true], "interrupt"),
+            (["requestId": .string(without), "decision": "allow", "alwaysAllow": true], "alwaysAllow"),
+            (["requestId": .string(with), "decision": "deny", "message": ""], "message"),
+            (["requestId": .string(with), "decision": "deny", "message": .string(String(repeating: "m", count: 1001))], "message"),
+            (["requestId": .string(with), "decision": "allow", "alwaysAllow": "yes"], "alwaysAllow"),
+        ]
+        for (params, param) in bad {
+            let e = respond(phone, params)?["error"]
+            #expect(e?["code"] == .int(Int64(RPCError.invalidParamsCode)), "\(params)")
+            #expect(e?["data"]?["param"] == .string(param), "\(params): \(e ?? .null)")
+            #expect(e?["data"]?["expected"] != nil && e?["data"]?["got"] != nil)
+        }
+        #expect(replies(hook.takeOutput()).isEmpty, "nothing was decided")
+        // false is the same as absent; a message of exactly 1000 characters is fine.
+        let ok = respond(phone, ["requestId": .string(without), "decision": "deny", "alwaysAllow": false,
+                                 "message": .string(String(repeating: "m", count: 1000))])
+        #expect(ok?["result"]?["status"] == "accepted")
     }
 
     @Test func timeoutAnswersWithNoOutput() throws {

@@ -117,6 +117,31 @@ import BridgeEngine
         #expect(body == ["hookSpecificOutput": ["hookEventName": "PermissionRequest", "decision": ["behavior": "allow"]]])
     }
 
+    /// "Always allow" and "Deny and stop" over http: the same JSON the command hook prints.
+    @Test func richerDecisionsReachTheHttpHook() throws {
+        let (s, phone) = server()
+        let rule: JSON = ["type": "addRules", "rules": [["toolName": "Bash", "ruleContent": "make deploy"]],
+                          "behavior": "allow", "destination": "localSettings"]
+        let always = Responses(), stop = Responses()
+        post(s, input("PermissionRequest", ["tool_name": "Bash", "tool_input": ["command": "make deploy"],
+                                            "permission_suggestions": [rule]]), auth: bearer(s), always)
+        let rid = try #require(pending(phone).first)
+        #expect(result(phone, "approval.list", [:])?["approvals"]?.arrayValue?.first?["permissionSuggestions"] == [rule])
+        _ = result(phone, "approval.respond", ["requestId": .string(rid), "decision": "allow", "alwaysAllow": true])
+        s.env.store?.flush()
+        #expect(always.json == ClaudeHookAdapter.decisionOutput(.allow, by: "iphone", options: DecisionOptions(alwaysAllow: true),
+                                                                permissionSuggestions: [rule]))
+        #expect(always.json?["hookSpecificOutput"]?["decision"]?["updatedPermissions"] == [rule])
+
+        post(s, permission("make migrate"), auth: bearer(s), stop)
+        let rid2 = try #require(pending(phone).first)
+        _ = result(phone, "approval.respond", ["requestId": .string(rid2), "decision": "deny", "message": "Not today",
+                                               "interrupt": true])
+        s.env.store?.flush()
+        #expect(stop.json == ["hookSpecificOutput": ["hookEventName": "PermissionRequest",
+                                                     "decision": ["behavior": "deny", "message": "Not today", "interrupt": true]]])
+    }
+
     /// The HTTP client went away (Claude Code stopped waiting: the person
     /// answered in the terminal): as a closed hook socket, the approval is
     /// cancelled and nothing is sent; another request's approval stays.

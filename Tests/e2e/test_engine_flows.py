@@ -68,7 +68,8 @@ def test_flow2_permission_request_while_away(flow):
     r, n = flow.respond("r1", "allow", deviceId="iphone", source="notification")
     assert r == {"status": "accepted", "requestId": "r1", "sessionId": "s1", "resolution": "allow"}
     assert only(n, "notification.clear") == [{"ids": ["approval:r1"]}]
-    assert only(n, "approval.resolved") == [{"requestId": "r1", "sessionId": "s1", "decision": "allow", "by": "iphone"}]
+    assert only(n, "approval.resolved") == [{"requestId": "r1", "sessionId": "s1", "decision": "allow", "by": "iphone",
+                                             "alwaysAllow": False, "interrupt": False}]
     assert only(n, "badge.update") == [{"count": 0}]
     upd = only(n, "activity.update")[-1]
     assert upd["status"] == "processing" and upd["operation"] == "Running tests"   # "Running tests..."
@@ -183,7 +184,8 @@ def test_approval_queue_badge_and_list(flow):
     assert [a["requestId"] for a in r["approvals"]] == ["r1", "r2"]
     assert r["approvals"][0]["remainingSeconds"] == 59
     _, n = flow.advance(59_000)
-    assert only(n, "approval.resolved") == [{"requestId": "r1", "sessionId": "s1", "decision": "timedOut", "by": None}]
+    assert only(n, "approval.resolved") == [{"requestId": "r1", "sessionId": "s1", "decision": "timedOut", "by": None,
+                                             "alwaysAllow": False, "interrupt": False}]
     r, _ = flow.req("approval.list", {"sessionId": "s1"})
     assert [a["requestId"] for a in r["approvals"]] == ["r2"]
 
@@ -420,6 +422,7 @@ def test_demo_runs_without_a_tty_and_shows_the_story():
     assert out.isascii()                                  # not a terminal: plain ASCII
     for expected in ["Live Activity started", "Notification: Approval Needed (timeSensitive, sound)",
                      "Run: NPM_TOKEN=[REDACTED] npm install jsonwebtoken@9", "[Approve] [Deny]",
+                     "offers [Always allow] Bash(npm install:*)",
                      "approval.respond -> accepted", "answers 'alreadyResolved'", "4 of 4 tasks complete",
                      "Notification: Task Complete (active, sound)", "( MyApp - done - 3:44 )"]:
         assert expected in out, expected

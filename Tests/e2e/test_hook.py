@@ -16,9 +16,10 @@ import subprocess
 import threading
 import time
 
+import jsonschema
 import pytest
 
-from conftest import binary, validate_notification, validate_result
+from conftest import _schema_with_components, binary, validate_notification, validate_result
 
 SID = "3c9b7e21-5a0f-4d6e-8b1c-7f2a9e4d6b08"
 CWD = "/home/dev/payments"
@@ -136,6 +137,16 @@ class SocketServer:
         if method != "initialize":
             validate_result(method, r["result"])
         return r["result"]
+
+    def call(self, method, params=None, timeout=10):
+        """The whole reply (result or error), nothing checked."""
+        self._ids += 1
+        rid = f"ctl-{self._ids}"
+        self.ctl.sendall((json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params or {}}) + "\n").encode())
+        while True:
+            r = self._replies.get(timeout=timeout)
+            if r["id"] == rid:
+                return r
 
     def pending(self):
         return self.request("approval.list", {"sessionId": SID})["approvals"]
@@ -459,7 +470,8 @@ def test_killed_hook_cancels_its_permission_request(srv):
     wait_until(lambda: srv.pending() == [], "the approval stayed pending after its hook was killed")
     wait_until(lambda: notes_since(srv, n, "approval.resolved"), "no approval.resolved")
     assert notes_since(srv, n, "approval.resolved") == [
-        {"requestId": a["requestId"], "sessionId": SID, "decision": "cancelled", "by": None}]
+        {"requestId": a["requestId"], "sessionId": SID, "decision": "cancelled", "by": None,
+         "alwaysAllow": False, "interrupt": False}]
     cleared = [i for p in notes_since(srv, n, "notification.clear") for i in p["ids"]]
     assert note_id in cleared, (note_id, srv.notes[n:])
     assert notes_since(srv, n, "badge.update")[-1] == {"count": 0}
@@ -500,7 +512,8 @@ def test_a_hook_request_restored_by_a_restart_is_cancelled(sockdir):
         assert b_srv.pending() == []
         wait_until(lambda: notes_since(b_srv, 0, "approval.resolved"), "no approval.resolved after the restart")
         assert notes_since(b_srv, 0, "approval.resolved") == [
-            {"requestId": a["requestId"], "sessionId": SID, "decision": "cancelled", "by": None}]
+            {"requestId": a["requestId"], "sessionId": SID, "decision": "cancelled", "by": None,
+             "alwaysAllow": False, "interrupt": False}]
         r = b_srv.request("approval.respond", {"requestId": a["requestId"], "decision": "allow"})
         assert r["status"] == "alreadyResolved"
         # A new PermissionRequest on the restarted server is waited for as usual.
@@ -551,3 +564,254 @@ def test_closed_connections_without_a_waiting_permission_change_nothing(srv):
     code, out, err, _ = h.finish()
     assert code == 0, err
     assert json.loads(out)["hookSpecificOutput"]["decision"] == {"behavior": "allow"}
+
+
+# ------------------------------------- richer decisions: always allow, deny with a message, deny and stop
+
+SUGGESTIONS = [
+    {"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": "terraform apply:*"}], "behavior": "allow",
+     "destination": "localSettings"},
+    {"type": "setMode", "mode": "acceptEdits", "destination": "session"},
+]
+
+
+def suggesting(command="terraform apply -auto-approve"):
+    d = permission(command)
+    d["permission_suggestions"] = SUGGESTIONS
+    return d
+
+
+def printed(out):
+    """What the hook printed: one line of Claude Code's decision JSON, checked against the contract."""
+    assert out.endswith("\n") and out.count("\n") == 1, out
+    d = json.loads(out)
+    jsonschema.validate(d, _schema_with_components({"$ref": "#/components/schemas/ClaudeHookPermissionOutput"}))
+    assert d["hookSpecificOutput"]["hookEventName"] == "PermissionRequest"
+    return d["hookSpecificOutput"]["decision"]
+
+
+def audited(srv, rid):
+    return [e for e in srv.request("audit.list")["entries"]
+            if e["kind"] == "approval.decision" and e["detail"].get("requestId") == rid]
+
+
+def test_always_allow_prints_the_suggestions_as_updated_permissions(srv):
+    run_hook(hook_input("UserPromptSubmit", prompt="Deploy staging"), srv.path)
+    h = HookProcess(suggesting(), srv.path, "--timeout", "20")
+    (a,) = srv.wait_pending()
+    assert a["permissionSuggestions"] == SUGGESTIONS  # "Always allow" is offered
+    n = len(srv.notes)
+    r = srv.request("approval.respond", {"requestId": a["requestId"], "decision": "allow", "alwaysAllow": True,
+                                         "deviceId": "iphone"})
+    assert r["status"] == "accepted" and r["resolution"] == "allow"
+    code, out, err, secs = h.finish()
+    assert code == 0 and secs < 10, err
+    assert printed(out) == {"behavior": "allow", "updatedPermissions": SUGGESTIONS}
+    wait_until(lambda: notes_since(srv, n, "approval.resolved"), "no approval.resolved")
+    assert notes_since(srv, n, "approval.resolved") == [
+        {"requestId": a["requestId"], "sessionId": SID, "decision": "allow", "by": "iphone",
+         "alwaysAllow": True, "interrupt": False}]
+    (e,) = audited(srv, a["requestId"])
+    assert e["detail"]["alwaysAllow"] is True and e["detail"]["interrupt"] is False
+    assert e["detail"]["withMessage"] is False and e["deviceId"] == "iphone"
+
+
+def test_plain_allow_of_a_request_with_suggestions_applies_none(srv):
+    h = HookProcess(suggesting(), srv.path, "--timeout", "20")
+    (a,) = srv.wait_pending()
+    srv.request("approval.respond", {"requestId": a["requestId"], "decision": "allow", "alwaysAllow": False})
+    code, out, _, _ = h.finish()
+    assert code == 0 and printed(out) == {"behavior": "allow"}
+
+
+def test_deny_with_a_message_and_stop(srv):
+    run_hook(hook_input("UserPromptSubmit", prompt="Clean up"), srv.path)
+    h = HookProcess(permission("rm -rf ./build"), srv.path, "--timeout", "20")
+    (a,) = srv.wait_pending()
+    assert a["permissionSuggestions"] == []  # nothing to always allow
+    n = len(srv.notes)
+    message = "Keep ./build: the release script reads it. Ünïcode \"quotes\" and a\nsecond line stay as typed."
+    r = srv.request("approval.respond", {"requestId": a["requestId"], "decision": "deny", "message": message,
+                                         "interrupt": True, "deviceId": "iphone"})
+    assert r["status"] == "accepted" and r["resolution"] == "deny"
+    code, out, err, _ = h.finish()
+    assert code == 0, err
+    assert printed(out) == {"behavior": "deny", "message": message, "interrupt": True}
+    wait_until(lambda: notes_since(srv, n, "approval.resolved"), "no approval.resolved")
+    (res,) = notes_since(srv, n, "approval.resolved")
+    assert res["decision"] == "deny" and res["interrupt"] is True and res["alwaysAllow"] is False
+    assert "message" not in res and "release script" not in json.dumps(srv.notes[n:])  # the message goes to Claude only
+    (e,) = audited(srv, a["requestId"])
+    assert e["detail"]["withMessage"] is True and e["detail"]["interrupt"] is True
+    assert "release script" not in json.dumps(e)
+
+
+def test_deny_with_only_a_message_or_only_stop(srv):
+    h1 = HookProcess(permission("psql -f a.sql"), srv.path, "--timeout", "20")
+    srv.wait_pending(1)
+    h2 = HookProcess(permission("psql -f b.sql"), srv.path, "--timeout", "20")
+    by = {a["summary"]: a["requestId"] for a in srv.wait_pending(2)}
+    srv.request("approval.respond", {"requestId": by["psql -f a.sql"], "decision": "deny", "message": "Use b.sql"})
+    srv.request("approval.respond", {"requestId": by["psql -f b.sql"], "decision": "deny", "interrupt": True,
+                                     "deviceId": "ipad"})
+    assert printed(h1.finish()[1]) == {"behavior": "deny", "message": "Use b.sql"}
+    assert printed(h2.finish()[1]) == {"behavior": "deny", "message": "Denied by the user from CodingBridge (ipad).",
+                                       "interrupt": True}
+
+
+def test_decisions_that_do_not_fit_are_invalid_params(srv):
+    h = HookProcess(suggesting(), srv.path, "--timeout", "20")
+    (a,) = srv.wait_pending()
+    h2 = HookProcess(permission("make migrate"), srv.path, "--timeout", "20")
+    bare = next(x for x in srv.wait_pending(2) if x["summary"] == "make migrate")
+    rid, bare_rid = a["requestId"], bare["requestId"]
+    cases = [
+        ({"requestId": rid, "decision": "deny", "alwaysAllow": True}, "alwaysAllow"),
+        ({"requestId": rid, "decision": "allow", "message": "why"}, "message"),
+        ({"requestId": rid, "decision": "allow", "interrupt": True}, "interrupt"),
+        ({"requestId": bare_rid, "decision": "allow", "alwaysAllow": True}, "alwaysAllow"),  # no suggestions
+        ({"requestId": rid, "decision": "deny", "message": ""}, "message"),
+        ({"requestId": rid, "decision": "deny", "message": "x" * 1001}, "message"),
+        ({"requestId": rid, "decision": "deny", "message": 42}, "message"),
+        ({"requestId": rid, "decision": "allow", "alwaysAllow": "yes"}, "alwaysAllow"),
+        ({"requestId": rid, "decision": "deny", "interrupt": 1}, "interrupt"),
+    ]
+    for params, param in cases:
+        r = srv.call("approval.respond", params)
+        assert "error" in r, (params, r)
+        e = r["error"]
+        assert e["code"] == -32602 and e["data"]["param"] == param, (params, e)
+        assert "expected" in e["data"] and "got" in e["data"], e
+    no_suggestions = srv.call("approval.respond", cases[3][0])["error"]
+    assert "permission suggestions" in no_suggestions["message"], no_suggestions
+    time.sleep(0.2)
+    assert h.running() and h2.running(), "nothing was decided"
+    assert len(srv.pending()) == 2
+    # 1000 characters is the limit, not over it.
+    srv.request("approval.respond", {"requestId": bare_rid, "decision": "deny", "message": "m" * 1000})
+    assert printed(h2.finish()[1])["message"] == "m" * 1000
+    srv.request("approval.respond", {"requestId": rid, "decision": "allow", "alwaysAllow": True})
+    assert printed(h.finish()[1])["updatedPermissions"] == SUGGESTIONS
+
+
+def test_suggestions_the_approval_cannot_keep_are_left_out(srv):
+    """Claude Code's own input is taken leniently: items that are not objects or
+    are over 4 KB, and any past the 16th, are dropped (said in `ignored`); the
+    approval and "Always allow" with the rest still work."""
+    d = permission("terraform apply")
+    rule = SUGGESTIONS[0]
+    d["permission_suggestions"] = ["not an object", {"type": "addRules", "rules": [{"ruleContent": "x" * 5000}]}] \
+        + [dict(rule, destination=f"d{i}") for i in range(17)]
+    h = HookProcess(d, srv.path, "--timeout", "20")
+    (a,) = srv.wait_pending()
+    kept = [dict(rule, destination=f"d{i}") for i in range(16)]
+    assert a["permissionSuggestions"] == kept
+    srv.request("approval.respond", {"requestId": a["requestId"], "decision": "allow", "alwaysAllow": True})
+    assert printed(h.finish()[1]) == {"behavior": "allow", "updatedPermissions": kept}
+    # Not an array is the sender's bug: no approval, the hook prints nothing.
+    bad = permission("ls")
+    bad["permission_suggestions"] = {"type": "setMode"}
+    code, out, err, _ = run_hook(bad, srv.path)
+    assert (code, out) == (0, "") and "permission_suggestions" in err
+    assert srv.pending() == []
+
+
+def test_agent_event_takes_permission_suggestions_within_the_limits(srv):
+    base = {"sessionId": "ev-1", "type": "approval_request", "toolName": "Bash", "input": {"command": "npm test"}}
+    srv.request("agent.event", dict(base, requestId="e1", permissionSuggestions=SUGGESTIONS))
+    (a,) = srv.request("approval.list", {"sessionId": "ev-1"})["approvals"]
+    assert a["permissionSuggestions"] == SUGGESTIONS
+    for extra, param in [({"permissionSuggestions": [{}] * 17}, "permissionSuggestions"),
+                         ({"permissionSuggestions": ["x"]}, "permissionSuggestions[0]"),
+                         ({"permissionSuggestions": [{}, {"big": "y" * 5000}]}, "permissionSuggestions[1]"),
+                         ({"permissionSuggestions": {"type": "setMode"}}, "permissionSuggestions")]:
+        r = srv.call("agent.event", dict(base, requestId="e2", **extra))
+        assert r.get("error", {}).get("code") == -32602 and r["error"]["data"]["param"] == param, r
+    assert srv.request("approval.respond", {"requestId": "e1", "decision": "allow", "alwaysAllow": True})["status"] == "accepted"
+
+
+def test_an_always_allow_queued_offline_reaches_the_waiting_hook_on_reconnect(sockdir):
+    """The backend link is down: the decision is queued (durably, with its
+    options) and the hook keeps waiting; on reconnect it gets Always allow."""
+    s = SocketServer(os.path.join(sockdir, "cb.sock"), state=os.path.join(sockdir, "state"))
+    try:
+        h = HookProcess(suggesting(), s.path, "--timeout", "30")
+        (a,) = s.wait_pending()
+        s.request("connection.update", {"state": "disconnected"})
+        r = s.request("approval.respond", {"requestId": a["requestId"], "decision": "allow", "alwaysAllow": True,
+                                           "deviceId": "iphone"})
+        assert r["status"] == "queued"
+        (m,) = s.request("outbox.list")["messages"]
+        assert m["kind"] == "approval.respond"
+        assert m["payload"] == {"requestId": a["requestId"], "decision": "allow", "deviceId": "iphone", "source": "app",
+                                "alwaysAllow": True, "interrupt": False}
+        (e,) = audited(s, a["requestId"])
+        assert e["detail"]["queued"] is True and e["detail"]["alwaysAllow"] is True
+        time.sleep(0.3)
+        assert h.running(), "queued: not decided yet"
+        s.request("connection.update", {"state": "connected"})
+        code, out, err, _ = h.finish()
+        assert code == 0, err
+        assert printed(out) == {"behavior": "allow", "updatedPermissions": SUGGESTIONS}
+    finally:
+        s.close()
+
+
+def test_an_offline_deny_with_a_message_reaches_the_waiting_hook_on_reconnect(sockdir):
+    s = SocketServer(os.path.join(sockdir, "cb.sock"), state=os.path.join(sockdir, "state"))
+    try:
+        h = HookProcess(permission(), s.path, "--timeout", "30")
+        (a,) = s.wait_pending()
+        s.request("connection.update", {"state": "disconnected"})
+        assert s.request("approval.respond", {"requestId": a["requestId"], "decision": "deny", "message": "Plan first",
+                                              "interrupt": True})["status"] == "queued"
+        (m,) = s.request("outbox.list")["messages"]
+        assert (m["payload"]["message"], m["payload"]["interrupt"]) == ("Plan first", True)
+        s.request("connection.update", {"state": "connected"})
+        assert printed(h.finish()[1]) == {"behavior": "deny", "message": "Plan first", "interrupt": True}
+    finally:
+        s.close()
+
+
+def test_an_always_allow_queued_offline_survives_kill9(sockdir):
+    """kill -9 with an Always allow queued offline: the restarted server still
+    has the request's suggestions and the decision's options, applies them on
+    reconnect (approval.resolved alwaysAllow) and delivers them
+    (outbox.deliver payload). A hook's own request cannot live through a
+    restart (its connection goes with the process and the restart cancels it,
+    test_a_hook_request_restored_by_a_restart_is_cancelled), so the request
+    here comes from agent.event, as from any other agent front end."""
+    path, state = os.path.join(sockdir, "cb.sock"), os.path.join(sockdir, "state")
+    a_srv = SocketServer(path, state=state)
+    try:
+        a_srv.request("agent.event", {"sessionId": SID, "type": "task_started"})
+        a_srv.request("agent.event", {"sessionId": SID, "type": "approval_request", "requestId": "r-always",
+                                      "toolName": "Bash", "input": {"command": "terraform apply"},
+                                      "timeoutSeconds": 600, "permissionSuggestions": SUGGESTIONS})
+        a_srv.request("connection.update", {"state": "disconnected"})
+        r = a_srv.request("approval.respond", {"requestId": "r-always", "decision": "allow", "alwaysAllow": True,
+                                               "deviceId": "iphone"})
+        assert r["status"] == "queued"  # answered after the commit
+        a_srv.proc.kill()
+        a_srv.proc.wait(timeout=10)
+    finally:
+        a_srv.close()
+    b_srv = SocketServer(path, state=state)
+    try:
+        rec = b_srv.init["recovered"]
+        assert rec["queuedDecisions"] == 1 and rec["pendingApprovals"] == 1, rec
+        (a,) = b_srv.pending()
+        assert a["requestId"] == "r-always" and a["permissionSuggestions"] == SUGGESTIONS
+        n = len(b_srv.notes)
+        b_srv.request("connection.update", {"state": "connected"})
+        wait_until(lambda: notes_since(b_srv, n, "approval.resolved"), "no approval.resolved on reconnect")
+        assert notes_since(b_srv, n, "approval.resolved") == [
+            {"requestId": "r-always", "sessionId": SID, "decision": "allow", "by": "iphone",
+             "alwaysAllow": True, "interrupt": False}]
+        wait_until(lambda: [m for m in b_srv.notes[n:] if m["method"] == "outbox.deliver"], "no outbox.deliver")
+        d = next(m["params"] for m in b_srv.notes[n:] if m["method"] == "outbox.deliver")
+        assert d["kind"] == "approval.respond"
+        assert d["payload"]["alwaysAllow"] is True and d["payload"]["requestId"] == "r-always"
+        assert b_srv.pending() == []
+    finally:
+        b_srv.close()

@@ -270,7 +270,8 @@ def test_permission_request_waits_for_the_ws_device_and_answers_its_decision(srv
     assert out == {"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": expected}}
     # who decided, from where
     resolved = phone.wait_notification("approval.resolved", lambda p: p["requestId"] == rid)
-    assert resolved == {"requestId": rid, "sessionId": sid, "decision": decision, "by": device_id}
+    assert resolved == {"requestId": rid, "sessionId": sid, "decision": decision, "by": device_id,
+                        "alwaysAllow": False, "interrupt": False}
     entries = u.request("audit.list")["entries"]
     mine = [e for e in entries if e["kind"] == "approval.decision" and json.dumps(e["detail"]).find(rid) >= 0]
     assert len(mine) == 1, entries
@@ -379,7 +380,8 @@ def test_timeout_bounds_the_wait_and_the_approval_goes(net, how):
     assert pending(u, sid) == []
     resolved = phone.wait_notification("approval.resolved", lambda p: p["requestId"] == a["requestId"])
     # as when a command hook gives up at its --timeout and closes its socket
-    assert resolved == {"requestId": a["requestId"], "sessionId": sid, "decision": "cancelled", "by": None}
+    assert resolved == {"requestId": a["requestId"], "sessionId": sid, "decision": "cancelled", "by": None,
+                        "alwaysAllow": False, "interrupt": False}
     late = phone.request("approval.respond", {"requestId": a["requestId"], "decision": "allow"})
     assert late["status"] == "alreadyResolved", late
 
@@ -397,7 +399,8 @@ def test_timeout_on_the_real_clock_expires_the_approval_2s_before(srv):
     assert 0.8 <= secs < 2.5, secs
     assert pending(u, sid) == []
     resolved = phone.wait_notification("approval.resolved", lambda p: p["requestId"] == a["requestId"])
-    assert resolved == {"requestId": a["requestId"], "sessionId": sid, "decision": "timedOut", "by": None}
+    assert resolved == {"requestId": a["requestId"], "sessionId": sid, "decision": "timedOut", "by": None,
+                        "alwaysAllow": False, "interrupt": False}
     assert u.request("approval.respond", {"requestId": a["requestId"], "decision": "allow"})["status"] == "expired"
 
 
@@ -461,7 +464,8 @@ def test_client_disconnect_cancels_its_approval_within_1s(srv):
                step=0.01)
     assert time.monotonic() - t0 < 1.0
     resolved = phone.wait_notification("approval.resolved", lambda p: p["requestId"] == a["requestId"])
-    assert resolved == {"requestId": a["requestId"], "sessionId": sid, "decision": "cancelled", "by": None}
+    assert resolved == {"requestId": a["requestId"], "sessionId": sid, "decision": "cancelled", "by": None,
+                        "alwaysAllow": False, "interrupt": False}
     sess = sessions(u)[sid]
     assert sess["pendingApprovalCount"] == 0 and sess["status"] != "awaitingApproval", sess
     r = phone.request("approval.respond", {"requestId": a["requestId"], "decision": "allow"})

@@ -5,7 +5,8 @@ import BridgeEngine
 /// common fields `session_id`, `transcript_path`, `cwd`, `permission_mode`,
 /// `hook_event_name`, plus per event `prompt` (UserPromptSubmit),
 /// `tool_name`/`tool_input`/`tool_use_id` (PreToolUse, PostToolUse,
-/// PermissionRequest), `tool_response` (PostToolUse), `message`/
+/// PermissionRequest), `permission_suggestions` (PermissionRequest),
+/// `tool_response` (PostToolUse), `message`/
 /// `notification_type` (Notification), `source` (SessionStart), `reason`
 /// (SessionEnd), `stop_hook_active` (Stop, SubagentStop).
 ///
@@ -17,7 +18,8 @@ import BridgeEngine
 /// - PostToolUse AskUserQuestion -> the question is answered (at the terminal);
 ///   PostToolUse of a tool whose PermissionRequest is still pending -> that
 ///   approval is cancelled (it was granted in Claude Code's own prompt)
-/// - PermissionRequest -> approval_request; the hook waits for the decision
+/// - PermissionRequest -> approval_request with its permission suggestions
+///   (offered as "Always allow"); the hook waits for the decision
 ///   (AskUserQuestion's own prompt is left to Claude Code: it is a question)
 /// - Stop -> task_completed; SessionEnd while running -> task_completed
 /// - SessionStart, Notification, SubagentStop, PostToolUse of other tools,
@@ -30,7 +32,7 @@ public enum ClaudeHookAdapter {
     static let knownFields: Set<String> = [
         "session_id", "transcript_path", "cwd", "permission_mode", "hook_event_name", "prompt", "tool_name",
         "tool_input", "tool_use_id", "tool_response", "message", "notification_type", "source", "reason",
-        "stop_hook_active", "last_assistant_message", "timeoutSeconds"]
+        "stop_hook_active", "last_assistant_message", "timeoutSeconds", "permission_suggestions"]
 
     public static func map(_ raw: JSON?, engine: Engine, ids: inout AgentIdSource) throws -> AgentMapping {
         let o = try AgentFields.object(raw, source)
@@ -128,9 +130,30 @@ public enum ClaudeHookAdapter {
                 // PreToolUse; Claude Code's own prompt collects the answer.
                 return m.ignore("PermissionRequest for AskUserQuestion: answered in Claude Code's prompt")
             }
+            let suggestions = try permissionSuggestions()
             let rid = ids.next("hook")
-            add(.approvalRequest(requestId: rid, tool: ToolCalls.toolUse(name: t.name, input: t.input), timeoutSeconds: nil))
+            add(.approvalRequest(requestId: rid, tool: ToolCalls.toolUse(name: t.name, input: t.input), timeoutSeconds: nil,
+                                 permissionSuggestions: suggestions))
             m.approvalRequestId = rid
+        }
+
+        /// `permission_suggestions`: what "Always allow" would hand back. Not
+        /// an array: the sender's bug (-32602). Items we cannot keep (not an
+        /// object, over 4 KB, past the 16th) are left out, said in `ignored`:
+        /// the approval itself still stands.
+        mutating func permissionSuggestions() throws -> [JSON] {
+            guard let all = try AgentFields.optionalArray(o, "permission_suggestions", source) else { return [] }
+            var kept: [JSON] = []
+            for (i, s) in all.enumerated() {
+                if let why = ApprovalRequest.problem(withSuggestion: s) {
+                    m.ignore("permission_suggestions[\(i)] \(why): not offered")
+                } else if kept.count == ApprovalRequest.maxPermissionSuggestions {
+                    m.ignore("permission_suggestions[\(i)]: only the first \(ApprovalRequest.maxPermissionSuggestions) are offered")
+                } else {
+                    kept.append(s)
+                }
+            }
+            return kept
         }
 
         mutating func sessionEnd(_ engine: Engine) throws {
@@ -149,19 +172,24 @@ public enum ClaudeHookAdapter {
     }
 
     /// What the hook prints for Claude Code (PermissionRequest decision
-    /// control): allow, or deny with a message Claude reads. nil: print
-    /// nothing, so Claude Code asks in its own prompt.
-    public static func decisionOutput(_ resolution: ApprovalResolution?, by: String?) -> JSON? {
+    /// control): allow (with "Always allow": `updatedPermissions`, the
+    /// request's permission suggestions), or deny with a message Claude reads
+    /// (the person's own, else ours) and `interrupt` for "Deny and stop".
+    /// nil: print nothing, so Claude Code asks in its own prompt.
+    public static func decisionOutput(_ resolution: ApprovalResolution?, by: String?, options: DecisionOptions = .none,
+                                      permissionSuggestions: [JSON] = []) -> JSON? {
+        var decision: [String: JSON]
         switch resolution {
         case .allow?:
-            return ["hookSpecificOutput": ["hookEventName": "PermissionRequest", "decision": ["behavior": "allow"]]]
+            decision = ["behavior": "allow"]
+            if options.alwaysAllow, !permissionSuggestions.isEmpty { decision["updatedPermissions"] = .array(permissionSuggestions) }
         case .deny?:
             let who = by.map { " (\($0))" } ?? ""
-            return ["hookSpecificOutput": ["hookEventName": "PermissionRequest",
-                                           "decision": ["behavior": "deny",
-                                                        "message": .string("Denied by the user from CodingBridge\(who).")]]]
+            decision = ["behavior": "deny", "message": .string(options.message ?? "Denied by the user from CodingBridge\(who).")]
+            if options.interrupt { decision["interrupt"] = true }
         default:
             return nil
         }
+        return ["hookSpecificOutput": ["hookEventName": "PermissionRequest", "decision": .object(decision)]]
     }
 }

@@ -22,12 +22,15 @@ extension MethodTable {
                 // hook still gets a decision, "none", and prints nothing.
                 return reply(.success(m.kind == "PermissionRequest" ? AgentMethods.decided(applied, nil, nil, by: nil, host) : applied))
             }
-            guard host.engine.pendingApprovals.contains(where: { $0.requestId == rid }) else {
+            guard let pending = host.engine.pendingApprovals.first(where: { $0.requestId == rid }) else {
                 // Nothing to wait for (cannot normally happen: ids are fresh).
                 return reply(.success(AgentMethods.decided(applied, rid, nil, by: nil, host)))
             }
-            env.waiters.wait(rid, session: m.sessionId, connection: ctx.connectionID, now: host.now) { resolution, by in
-                reply(.success(AgentMethods.decided(applied, rid, resolution, by: by, host)))
+            // "Always allow" hands back what the approval kept of the request's suggestions.
+            let suggestions = pending.permissionSuggestions
+            env.waiters.wait(rid, session: m.sessionId, connection: ctx.connectionID, now: host.now) { resolution, by, options in
+                reply(.success(AgentMethods.decided(applied, rid, resolution, by: by, host, options: options,
+                                                    permissionSuggestions: suggestions)))
             }
         }
 
@@ -50,8 +53,8 @@ enum AgentMethods {
         guard let t: Double = try p.optional("timeoutSeconds") else { return }
         let effective = min(t, settings.approvalTimeoutSeconds)
         m.events = m.events.map {
-            guard case .agent(var a) = $0, case let .approvalRequest(rid, tool, _) = a.kind else { return $0 }
-            a.kind = .approvalRequest(requestId: rid, tool: tool, timeoutSeconds: effective)
+            guard case .agent(var a) = $0, case let .approvalRequest(rid, tool, _, suggestions) = a.kind else { return $0 }
+            a.kind = .approvalRequest(requestId: rid, tool: tool, timeoutSeconds: effective, permissionSuggestions: suggestions)
             return .agent(a)
         }
     }
@@ -82,7 +85,8 @@ enum AgentMethods {
 
     /// A PermissionRequest's final answer: the decision and the exact JSON
     /// the hook prints for Claude Code (null: print nothing).
-    static func decided(_ applied: JSON, _ rid: String?, _ r: ApprovalResolution?, by: String?, _ host: EngineHost) -> JSON {
+    static func decided(_ applied: JSON, _ rid: String?, _ r: ApprovalResolution?, by: String?, _ host: EngineHost,
+                        options: DecisionOptions = .none, permissionSuggestions: [JSON] = []) -> JSON {
         guard case .object(var o) = applied else { return applied }
         let decision: String
         switch r {
@@ -95,7 +99,8 @@ enum AgentMethods {
         if let rid { o["requestId"] = .string(rid) }
         o["decision"] = .string(decision)
         o["by"] = by.json
-        o["hookOutput"] = ClaudeHookAdapter.decisionOutput(r, by: by) ?? .null
+        o["hookOutput"] = ClaudeHookAdapter.decisionOutput(r, by: by, options: options,
+                                                           permissionSuggestions: permissionSuggestions) ?? .null
         if case .string(let sid)? = o["sessionId"] { o["sessionStatus"] = host.engine.session(sid).map { .string($0.status.rawValue) } ?? .null }
         return .object(o)
     }

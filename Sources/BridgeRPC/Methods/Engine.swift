@@ -32,10 +32,13 @@ extension MethodTable {
             let decision = ApprovalDecision(rawValue: try p.oneOf("decision", ApprovalDecision.allCases.map(\.rawValue)))!
             let device = try p.deviceId(or: ctx)
             let source = DecisionSource(rawValue: try p.oneOf("source", DecisionSource.allCases.map(\.rawValue), default: "app"))!
+            let options = try EngineParams.decisionOptions(p, decision, requestId: rid, host.engine)
             if let decisions {
-                return EngineCoding.approvalRespond(try decisions.respond(rid, decision, device: device, source: source))
+                return EngineCoding.approvalRespond(try decisions.respond(rid, decision, device: device, source: source,
+                                                                          options: options))
             }
-            let t = host.apply(.approvalResponse(requestId: rid, decision: decision, deviceId: device, source: source))
+            let t = host.apply(.approvalResponse(requestId: rid, decision: decision, deviceId: device, source: source,
+                                                 options: options))
             guard case .approval(let r) = t.reply else { throw RPCError.internalError("engine gave no approval reply") }
             return EngineCoding.approvalRespond(r)
         }
@@ -240,6 +243,59 @@ enum EngineParams {
         }
     }
 
+    /// approval_request's `permissionSuggestions`: at most 16 objects of at
+    /// most 4 KB serialized each (what the approval can keep), else -32602.
+    static func permissionSuggestions(_ p: Params) throws -> [JSON] {
+        guard let v = p.value("permissionSuggestions") else { return [] }
+        guard let all = v.arrayValue else { throw bad("permissionSuggestions", "array", v) }
+        let most = ApprovalRequest.maxPermissionSuggestions
+        guard all.count <= most else {
+            throw RPCError.invalidParams("invalid params: 'permissionSuggestions' holds \(all.count) items, at most \(most) are allowed",
+                                         data: ["param": "permissionSuggestions", "expected": .string("array of at most \(most) items"),
+                                                "got": .string("array of \(all.count) items")])
+        }
+        for (i, s) in all.enumerated() {
+            if let why = ApprovalRequest.problem(withSuggestion: s) {
+                throw RPCError.invalidParams("invalid params: 'permissionSuggestions[\(i)]' \(why)",
+                                             data: ["param": .string("permissionSuggestions[\(i)]"),
+                                                    "expected": .string("object of at most \(ApprovalRequest.maxPermissionSuggestionBytes) bytes serialized"),
+                                                    "got": .string(s.objectValue == nil ? s.typeName : "object of \(s.encoded.count) bytes")])
+            }
+        }
+        return all
+    }
+
+    /// approval.respond's `alwaysAllow`, `message` and `interrupt`, each only
+    /// with the decision it belongs to; "Always allow" only for a request
+    /// that has permission suggestions to apply. Anything else is -32602.
+    static func decisionOptions(_ p: Params, _ decision: ApprovalDecision, requestId rid: String,
+                                _ engine: Engine) throws -> DecisionOptions {
+        let alwaysAllow: Bool = try p.optional("alwaysAllow") ?? false
+        let message: String? = try p.optional("message")
+        let interrupt: Bool = try p.optional("interrupt") ?? false
+        func only(_ param: String, with wanted: ApprovalDecision) -> RPCError {
+            .invalidParams("invalid params: '\(param)' goes only with decision '\(wanted.rawValue)', not '\(decision.rawValue)'",
+                           data: ["param": .string(param), "expected": .string("decision '\(wanted.rawValue)'"),
+                                  "got": .string("decision '\(decision.rawValue)'")])
+        }
+        switch decision {
+        case .allow:
+            if message != nil { throw only("message", with: .deny) }
+            if interrupt { throw only("interrupt", with: .deny) }
+            // A request no longer pending gets its status (alreadyResolved, expired, unknown) as usual.
+            if alwaysAllow, let sid = engine.owner(ofApproval: rid),
+               let a = engine.session(sid)?.pendingApprovals.first(where: { $0.requestId == rid }), a.permissionSuggestions.isEmpty {
+                throw RPCError.invalidParams(
+                    "invalid params: 'alwaysAllow' applies the request's permission suggestions, and request '\(rid)' has none: allow it without alwaysAllow",
+                    data: ["param": "alwaysAllow", "expected": "a request with permissionSuggestions",
+                           "got": "a request without permissionSuggestions", "requestId": .string(rid)])
+            }
+        case .deny:
+            if alwaysAllow { throw only("alwaysAllow", with: .allow) }
+        }
+        return DecisionOptions(alwaysAllow: alwaysAllow, message: message, interrupt: interrupt)
+    }
+
     static func agentEvent(_ p: Params) throws -> AgentEvent {
         let sid = try p.nonEmpty("sessionId")
         let type = try p.oneOf("type", eventTypes)
@@ -251,7 +307,8 @@ enum EngineParams {
         case "approval_request":
             // 1...86400 s, like settings.approvalTimeoutSeconds: the contract's range.
             let timeout: Double? = try p.optional("timeoutSeconds")
-            kind = .approvalRequest(requestId: try p.nonEmpty("requestId"), tool: try tool(p), timeoutSeconds: timeout)
+            kind = .approvalRequest(requestId: try p.nonEmpty("requestId"), tool: try tool(p), timeoutSeconds: timeout,
+                                    permissionSuggestions: try permissionSuggestions(p))
         case "approval_cancelled": kind = .approvalCancelled(requestId: try p.nonEmpty("requestId"))
         case "approval_timeout": kind = .approvalTimeout(requestId: try p.nonEmpty("requestId"))
         case "question": kind = .question(questionId: try p.nonEmpty("questionId"), questions: try questions(p))

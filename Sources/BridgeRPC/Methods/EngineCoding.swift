@@ -25,7 +25,19 @@ enum EngineCoding {
             "createdAt": .int(a.createdAt), "expiresAt": .int(a.expiresAt),
             "remainingSeconds": .double(Double(max(0, a.expiresAt - now)) / 1000),
             "deepLink": .string(DeepLink.approval(sessionId: a.sessionId, requestId: a.requestId).url),
+            // "Always allow" is offered when this is not empty. Shown like the
+            // summary: string values through the redactor (the agent gets them as sent).
+            "permissionSuggestions": .array(a.permissionSuggestions.map { redactStrings($0, services) }),
         ]
+    }
+
+    private static func redactStrings(_ v: JSON, _ services: EngineServices) -> JSON {
+        switch v {
+        case .string(let s): return .string(services.redact(s))
+        case .array(let a): return .array(a.map { redactStrings($0, services) })
+        case .object(let o): return .object(o.mapValues { redactStrings($0, services) })
+        default: return v
+        }
     }
 
     static func question(_ q: Question) -> JSON {

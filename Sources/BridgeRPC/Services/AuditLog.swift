@@ -51,16 +51,20 @@ final class AuditLog {
     /// Pipeline step: the decisions and answers an engine apply produced,
     /// and decisions queued while the backend link is down.
     func recordDecisions(_ event: EngineEvent, _ t: Engine.Transition, caller: RPCContext?) {
-        if case let .approvalQueued(rid, decision, device, source) = event, case .approval(let r) = t.reply, r.status == .queued {
-            record("approval.decision", device: device ?? caller?.deviceID, caller: caller,
-                   detail: ["requestId": .string(rid), "decision": .string(decision.rawValue),
-                            "source": .string(source.rawValue), "queued": true])
+        if case let .approvalQueued(rid, decision, device, source, options) = event, case .approval(let r) = t.reply,
+           r.status == .queued {
+            var detail: [String: JSON] = ["requestId": .string(rid), "decision": .string(decision.rawValue),
+                                          "source": .string(source.rawValue), "queued": true]
+            Self.note(options, in: &detail)
+            record("approval.decision", device: device ?? caller?.deviceID, caller: caller, detail: detail)
         }
         for e in t.effects {
             switch e {
-            case let .approvalResolved(rid, sid, decision, by):
-                record("approval.decision", device: by ?? caller?.deviceID, caller: caller,
-                       detail: ["requestId": .string(rid), "sessionId": .string(sid), "decision": .string(decision.rawValue)])
+            case let .approvalResolved(rid, sid, decision, by, options):
+                var detail: [String: JSON] = ["requestId": .string(rid), "sessionId": .string(sid),
+                                              "decision": .string(decision.rawValue)]
+                if decision == .allow || decision == .deny { Self.note(options, in: &detail) }
+                record("approval.decision", device: by ?? caller?.deviceID, caller: caller, detail: detail)
             case let .questionAnswered(qid, sid, answers, by):
                 record("question.answer", device: by ?? caller?.deviceID, caller: caller,
                        detail: ["questionId": .string(qid), "sessionId": .string(sid),
@@ -68,6 +72,14 @@ final class AuditLog {
             default: break
             }
         }
+    }
+
+    /// What came with a person's allow or deny: always allow, interrupt, and
+    /// whether a message was given (not its text: that is for the agent).
+    private static func note(_ o: DecisionOptions, in detail: inout [String: JSON]) {
+        detail["alwaysAllow"] = .bool(o.alwaysAllow)
+        detail["interrupt"] = .bool(o.interrupt)
+        detail["withMessage"] = .bool(o.message != nil)
     }
 
     static func json(_ e: AuditEntry) -> JSON {

@@ -12,7 +12,7 @@ import BridgeEngine
 /// approvals have nobody listening.
 final class HookWaiters {
     static let namespace = "hook.waiting"
-    typealias Waiter = (ApprovalResolution, String?) -> Void
+    typealias Waiter = (ApprovalResolution, String?, DecisionOptions) -> Void
 
     /// nil in memory (--ephemeral): nothing to restore.
     weak var store: Store?
@@ -43,11 +43,11 @@ final class HookWaiters {
 
     /// Pipeline step 4: answers the hooks waiting on what was resolved.
     func resolve(_ effects: [Effect]) {
-        for case let .approvalResolved(rid, _, decision, by) in effects {
+        for case let .approvalResolved(rid, _, decision, by, options) in effects {
             detach(rid)
             guard let ks = waiting.removeValue(forKey: rid) else { continue }
             forgetDurably(rid)
-            for k in ks { k(decision, by) }
+            for k in ks { k(decision, by, options) }
         }
     }
 

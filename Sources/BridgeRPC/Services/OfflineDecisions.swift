@@ -26,17 +26,25 @@ final class OfflineDecisions {
 
     /// `approval.respond`: the engine's answer (accepted, queued,
     /// alreadyResolved, expired, unknown).
-    func respond(_ rid: String, _ decision: ApprovalDecision, device: String?, source: DecisionSource) throws -> ApprovalRespondResult {
+    func respond(_ rid: String, _ decision: ApprovalDecision, device: String?, source: DecisionSource,
+                 options: DecisionOptions = .none) throws -> ApprovalRespondResult {
         guard !host.engine.connectivity.connected else {
-            return try reply(host.apply(.approvalResponse(requestId: rid, decision: decision, deviceId: device, source: source)))
+            return try reply(host.apply(.approvalResponse(requestId: rid, decision: decision, deviceId: device, source: source,
+                                                          options: options)))
         }
-        let r = try reply(host.apply(.approvalQueued(requestId: rid, decision: decision, deviceId: device, source: source)))
+        let r = try reply(host.apply(.approvalQueued(requestId: rid, decision: decision, deviceId: device, source: source,
+                                                     options: options)))
         guard r.status == .queued, let sid = r.sessionId else { return r }
         let expires = host.engine.pendingApprovals.first { $0.requestId == rid }?.expiresAt
+        // What the engine queued (options fitted to the decision) is what the backend gets.
+        let o = host.engine.connectivity.queuedDecisions.first { $0.requestId == rid }?.options ?? options
+        var payload: [String: JSON] = ["requestId": .string(rid), "decision": .string(decision.rawValue),
+                                       "deviceId": device.json, "source": .string(source.rawValue),
+                                       "alwaysAllow": .bool(o.alwaysAllow), "interrupt": .bool(o.interrupt)]
+        if let m = o.message { payload["message"] = .string(m) }
         let row = try StoreRPCError.call {
             try store.enqueue(sessionId: sid, kind: Self.kind,
-                              payload: ["requestId": .string(rid), "decision": .string(decision.rawValue),
-                                        "deviceId": device.json, "source": .string(source.rawValue)],
+                              payload: .object(payload),
                               idempotencyKey: "approval:\(rid)", maxAttempts: Backoff.delivery.maxAttempts ?? 12,
                               nowMs: host.now, expiresMs: expires)
         }

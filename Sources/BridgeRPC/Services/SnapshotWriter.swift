@@ -41,7 +41,7 @@ final class SnapshotWriter {
 
     private static func session(of e: Effect) -> String? {
         switch e {
-        case .approvalResolved(_, let sid, _, _), .questionAnswered(_, let sid, _, _), .sessionChanged(let sid):
+        case .approvalResolved(_, let sid, _, _, _), .questionAnswered(_, let sid, _, _), .sessionChanged(let sid):
             return sid
         case .postNotification(let n): return n.threadId
         case .showBanner(let b): return b.sessionId

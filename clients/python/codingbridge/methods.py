@@ -66,10 +66,14 @@ class Methods:
 
     # -- the person's side
     def approval_respond(self, request_id: str, decision: Decision, device_id: Optional[str] = None,
-                         source: Optional[Literal["app", "notification", "liveActivity"]] = None) -> dict:
-        """{status: accepted|queued|alreadyResolved|expired|unknown, ...}"""
+                         source: Optional[Literal["app", "notification", "liveActivity"]] = None,
+                         always_allow: Optional[bool] = None, message: Optional[str] = None,
+                         interrupt: Optional[bool] = None) -> dict:
+        """{status: accepted|queued|alreadyResolved|expired|unknown, ...}. always_allow (with allow): apply
+        the request's permissionSuggestions; message, interrupt (with deny): what the agent reads, stop its turn."""
         return self.call("approval.respond", _params(requestId=request_id, decision=decision,
-                                                     deviceId=device_id, source=source))
+                                                     deviceId=device_id, source=source, alwaysAllow=always_allow,
+                                                     message=message, interrupt=interrupt))
 
     def question_answer(self, question_id: str, answers: Dict[str, Any], device_id: Optional[str] = None) -> dict:
         """answers: question text (or header) -> the chosen label(s) or free text."""
