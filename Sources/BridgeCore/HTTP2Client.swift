@@ -81,14 +81,28 @@ public final class HTTP2Client {
         guard let raw else { throw HTTP2ClientError(code: CB_ECLOSED) }
         // C splits each line at its first ':' (and refuses CR/LF in it)
         guard headers.allSatisfy({ !$0.0.isEmpty && !$0.0.contains(":") }) else { throw HTTP2ClientError(code: CB_EINVAL) }
-        let lines = headers.map { strdup("\($0.0): \($0.1)") }
-        defer { lines.forEach { free($0) } }
-        var pointers = lines.map { UnsafePointer<CChar>($0) }
+        // "name: value\0" lines in one buffer (C copies them).
+        var text = [UInt8]()
+        text.reserveCapacity(headers.reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count + 3 })
+        var starts = [Int]()
+        starts.reserveCapacity(headers.count)
+        for (name, value) in headers {
+            starts.append(text.count)
+            text.append(contentsOf: name.utf8)
+            text.append(0x3A)
+            text.append(0x20)
+            text.append(contentsOf: value.utf8)
+            text.append(0)
+        }
         let box = Unmanaged.passRetained(CompletionBox(completion)).toOpaque()
-        let rc: Int32 = pointers.withUnsafeMutableBufferPointer { h in
-            body.withUnsafeBytes { b in
-                cb_http2_post(raw, url, h.baseAddress, Int32(h.count), b.baseAddress, b.count,
-                              Int32(clamping: timeoutMs), http2Done, box)
+        let rc: Int32 = text.withUnsafeBytes { t in
+            let base = t.bindMemory(to: CChar.self).baseAddress
+            var pointers = starts.map { Optional(UnsafePointer<CChar>(base! + $0)) }
+            return pointers.withUnsafeMutableBufferPointer { h in
+                body.withUnsafeBytes { b in
+                    cb_http2_post(raw, url, h.baseAddress, Int32(h.count), b.baseAddress, b.count,
+                                  Int32(clamping: timeoutMs), http2Done, box)
+                }
             }
         }
         guard rc == 0 else {

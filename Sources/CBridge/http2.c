@@ -4,8 +4,11 @@
  * timer); we hand readiness back with curl_multi_socket_action and collect
  * finished transfers with curl_multi_info_read. Contract in include/cb_http2.h.
  *
- * Each request is one easy handle, created by cb_http2_post and cleaned up
- * once its callback has run. Connections live in the multi handle's cache,
+ * Each request is one easy handle, taken by cb_http2_post from a small pool of
+ * finished ones (curl keeps an easy handle's options and caches between
+ * transfers; the per-client options are set once, when it is created) or
+ * made anew, and handed back to the pool before its callback runs; close
+ * cleans the pool up. Connections live in the multi handle's cache,
  * so they outlive requests; the share handle keeps TLS sessions so a
  * reconnect resumes instead of doing a full handshake.
  *
@@ -27,6 +30,7 @@
 #define MAX_HEADERS (64u << 10) /* name\0value\0 bytes */
 #define MAX_STREAMS 1000        /* APNs allows up to 1000 concurrent streams */
 #define IDLE_CONN_SECONDS 600   /* curl's default (118 s) would reconnect after every lull */
+#define EASY_POOL 256           /* finished easy handles kept for the next requests */
 
 typedef struct http2_req http2_req;
 typedef struct http2_sock http2_sock;
@@ -47,11 +51,14 @@ struct cb_http2_s {
     void *closed_data;
     uint64_t started, connects, failed;
     size_t in_flight;
+    CURL *pool[EASY_POOL]; /* idle easy handles, their per-client options set */
+    int n_pool;
 };
 
 struct http2_sock {
     uv_poll_t poll;
     curl_socket_t fd;
+    int events; /* what the poll watches (UV_READABLE | UV_WRITABLE) */
     cb_http2_t *c;
     http2_sock *prev, *next;
 };
@@ -178,6 +185,25 @@ static int version_of(long v) {
     }
 }
 
+/* A finished (removed) easy handle back to the pool, or cleaned up. Its
+ * pointers into the request go: nothing may write to the freed request. */
+static void release_easy(cb_http2_t *c, CURL *e) {
+    if (c->closing || c->n_pool >= EASY_POOL) {
+        curl_easy_cleanup(e);
+        return;
+    }
+    curl_easy_setopt(e, CURLOPT_PRIVATE, NULL);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, NULL);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, NULL);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, NULL);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
+    c->pool[c->n_pool++] = e;
+}
+
+static void drain_pool(cb_http2_t *c) {
+    while (c->n_pool) curl_easy_cleanup(c->pool[--c->n_pool]);
+}
+
 static void complete(cb_http2_t *c, http2_req *r, CURLcode res) {
     long status = 0, version = 0, conns = 0;
     curl_easy_getinfo(r->easy, CURLINFO_NUM_CONNECTS, &conns);
@@ -192,8 +218,8 @@ static void complete(cb_http2_t *c, http2_req *r, CURLcode res) {
         else error = r->err[0] ? r->err : curl_easy_strerror(res);
     }
     /* before the callback, which may close the client: the share handle
-     * cannot go while an easy handle still uses it */
-    curl_easy_cleanup(r->easy);
+     * cannot go while an easy handle still uses it (close drains the pool) */
+    release_easy(c, r->easy);
     r->easy = NULL;
     deliver(r, (int)status, error, status ? version_of(version) : 0);
 }
@@ -289,6 +315,10 @@ static int on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *
         curl_multi_assign(c->multi, fd, s);
     }
     int events = (what & CURL_POLL_IN ? UV_READABLE : 0) | (what & CURL_POLL_OUT ? UV_WRITABLE : 0);
+    /* the same again: nothing to change (a restart costs epoll_ctl calls).
+     * After a poll error libuv stopped the handle: start it again then. */
+    if (events == s->events && uv_is_active((uv_handle_t *)&s->poll)) return 0;
+    s->events = events;
     uv_poll_start(&s->poll, events, on_poll);
     return 0;
 }
@@ -337,6 +367,7 @@ int cb_http2_set_ca_file(cb_http2_t *c, const char *path) {
     if (path && !copy) return CB_ENOMEM;
     free(c->ca_file);
     c->ca_file = copy;
+    drain_pool(c); /* pooled handles carry the old CA file */
     return 0;
 }
 
@@ -379,10 +410,10 @@ static int build_headers(http2_req *r, const char *const *headers, int n) {
     return 0;
 }
 
-static int setup_easy(cb_http2_t *c, http2_req *r, const char *url, const void *body, size_t len, int timeout_ms) {
-    CURL *e = r->easy;
-    curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)r);
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->err);
+/* The options every request of the client shares: once per easy handle. */
+static CURL *new_easy(cb_http2_t *c) {
+    CURL *e = curl_easy_init();
+    if (!e) return NULL;
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_SHARE, c->share);
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -392,14 +423,25 @@ static int setup_easy(cb_http2_t *c, http2_req *r, const char *url, const void *
     curl_easy_setopt(e, CURLOPT_TCP_KEEPIDLE, 60L);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPINTVL, 30L);
     curl_easy_setopt(e, CURLOPT_MAXAGE_CONN, (long)IDLE_CONN_SECONDS);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(timeout_ms > 0 ? timeout_ms : DEFAULT_TIMEOUT_MS));
     curl_easy_setopt(e, CURLOPT_USERAGENT, "codingbridge");
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->headers);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    if (c->ca_file && curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_file) != CURLE_OK) {
+        curl_easy_cleanup(e);
+        return NULL;
+    }
+    return e;
+}
+
+/* The request's own options (all of them each time: a pooled handle keeps the last request's). */
+static int setup_easy(http2_req *r, const char *url, const void *body, size_t len, int timeout_ms) {
+    CURL *e = r->easy;
+    curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)r);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->err);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(timeout_ms > 0 ? timeout_ms : DEFAULT_TIMEOUT_MS));
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->headers);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
-    if (c->ca_file && curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_file) != CURLE_OK) return CB_ENOMEM;
     if (curl_easy_setopt(e, CURLOPT_URL, url) != CURLE_OK) return CB_EINVAL;
     /* the size first: COPYPOSTFIELDS copies that many bytes */
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
@@ -417,8 +459,9 @@ int cb_http2_post(cb_http2_t *c, const char *url, const char *const *headers, in
     r->done = done;
     r->data = req_data;
     r->t0 = uv_hrtime();
-    int rc = (r->easy = curl_easy_init()) ? build_headers(r, headers, nheaders) : CB_ENOMEM;
-    if (rc == 0) rc = setup_easy(c, r, url, body, len, timeout_ms);
+    r->easy = c->n_pool ? c->pool[--c->n_pool] : new_easy(c);
+    int rc = r->easy ? build_headers(r, headers, nheaders) : CB_ENOMEM;
+    if (rc == 0) rc = setup_easy(r, url, body, len, timeout_ms);
     /* the add arms the timer (0 ms): the transfer, and any failure, start on the next loop turn */
     if (rc == 0 && curl_multi_add_handle(c->multi, r->easy) != CURLM_OK) rc = CB_ENOMEM;
     if (rc) {
@@ -465,6 +508,7 @@ void cb_http2_close(cb_http2_t *c, void (*closed)(void *data), void *data) {
         r->next = c->cancelled;
         c->cancelled = r;
     }
+    drain_pool(c);
     curl_multi_cleanup(c->multi); /* closes the connections; curl may still report sockets removed */
     c->multi = NULL;
     curl_share_cleanup(c->share);

@@ -33,6 +33,11 @@ final class APNsSender: PushSender {
     private var clients: [PushRegistration.Environment: HTTP2Client] = [:]
     private let makeClient: () throws -> HTTP2Client
     private var token: (jwt: String, iat: Int64)?
+    /// "bearer <jwt>" of the last token, and the device URL prefix per environment: made once, not per push.
+    private var authorization: (jwt: String, value: String)?
+    private var devicePrefix: [PushRegistration.Environment: String] = [:]
+    private lazy var alertTopic = config.topic
+    private lazy var activityTopic = config.topic + ".push-type.liveactivity"
 
     init(config: APNsConfig, key: ES256Key, nowMs: @escaping () -> Int64, log: Logger,
          makeClient: @escaping () throws -> HTTP2Client) {
@@ -77,13 +82,19 @@ final class APNsSender: PushSender {
         guard let device = reg.token else { return completion(.registrationGone("no device token")) }
         do {
             let jwt = try providerToken(replacing: expired)
-            var headers = [("authorization", "bearer " + jwt), ("apns-id", pushId), ("apns-push-type", r.pushType),
+            if authorization?.jwt != jwt { authorization = (jwt, "bearer " + jwt) }
+            let prefix: String
+            if let p = devicePrefix[reg.environment] { prefix = p } else {
+                prefix = baseURL(reg.environment) + "/3/device/"
+                devicePrefix[reg.environment] = prefix
+            }
+            var headers = [("authorization", authorization!.value), ("apns-id", pushId), ("apns-push-type", r.pushType),
                            ("apns-priority", String(r.priority)), ("apns-expiration", String(r.expiresAtSec)),
-                           ("apns-topic", r.pushType == "liveactivity" ? config.topic + ".push-type.liveactivity" : config.topic),
+                           ("apns-topic", r.pushType == "liveactivity" ? activityTopic : alertTopic),
                            ("content-type", "application/json")]
             if let c = r.collapseId { headers.append(("apns-collapse-id", c)) }
-            try client(reg.environment).post(url: baseURL(reg.environment) + "/3/device/" + device, headers: headers,
-                                             body: r.payload.encoded, timeoutMs: 30_000) { [weak self] resp in
+            try client(reg.environment).post(url: prefix + device, headers: headers,
+                                             body: r.body, timeoutMs: 30_000) { [weak self] resp in
                 guard let self else { return }
                 let outcome = Self.outcome(resp)
                 if outcome == .retry("ExpiredProviderToken"), expired == nil {
@@ -100,6 +111,8 @@ final class APNsSender: PushSender {
 
     /// What an APNs answer means for the queue.
     static func outcome(_ resp: HTTP2Response) -> PushOutcome {
+        // The common answer: nothing to parse.
+        if resp.status == 200 { return .delivered(id: resp.header("apns-id")) }
         let reason = JSON.parse(String(decoding: resp.body, as: UTF8.self))?["reason"]?.stringValue ?? ""
         switch resp.status {
         case 200: return .delivered(id: resp.header("apns-id"))

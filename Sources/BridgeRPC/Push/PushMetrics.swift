@@ -14,12 +14,14 @@ final class PushMetrics {
     private var counts: [PushRegistration.Platform: Counts] = [:]
 
     func sent(_ p: PushRegistration.Platform, latencyNs: UInt64) {
-        var c = counts[p] ?? Counts()
+        // In place: a copy of Counts would copy its 1,024 latencies on every push.
+        Self.record(&counts[p, default: Counts()], ms: Double(latencyNs) / 1e6)
+    }
+
+    private static func record(_ c: inout Counts, ms: Double) {
         c.sent &+= 1
-        let ms = Double(latencyNs) / 1e6
-        if c.latenciesMs.count < Self.window { c.latenciesMs.append(ms) } else { c.latenciesMs[c.next] = ms }
-        c.next = (c.next + 1) % Self.window
-        counts[p] = c
+        if c.latenciesMs.count < window { c.latenciesMs.append(ms) } else { c.latenciesMs[c.next] = ms }
+        c.next = (c.next + 1) % window
     }
 
     func failed(_ p: PushRegistration.Platform) { counts[p, default: Counts()].failed &+= 1 }

@@ -7,6 +7,14 @@ extension PushPayloads {
     /// still goes (shortened, never dropped). Cuts fall on grapheme
     /// boundaries and end with "…".
     static func fit(_ payload: JSON, limit: Int, shrinking paths: [(path: [String], floor: Int)]) -> JSON {
+        fitEncoded(payload, limit: limit, shrinking: paths).payload
+    }
+
+    /// `fit`, and the fitted payload's JSON text (encoded once: the size
+    /// check's encoding is what gets stored and sent).
+    static func fitEncoded(_ payload: JSON, limit: Int, shrinking paths: [(path: [String], floor: Int)]) -> (payload: JSON, body: [UInt8]) {
+        let first = payload.encoded
+        if first.count <= limit { return (payload, first) }
         var p = payload
         for (path, floor) in paths {
             while p.encoded.count > limit {
@@ -23,7 +31,7 @@ extension PushPayloads {
             }
             if p.encoded.count <= limit { break }
         }
-        return p
+        return (p, p.encoded)
     }
 
     static func halve(_ s: String, floor: Int) -> String {

@@ -15,7 +15,9 @@ struct PushRequest: Equatable {
     var collapseId: String?
     /// Unix seconds after which the service may drop it (apns-expiration, Web Push TTL).
     var expiresAtSec: Int64
-    var payload: JSON
+    /// What is sent: `body` is its JSON text, encoded once (measured, stored and sent as it is).
+    var payload: JSON { didSet { body = payload.encoded } }
+    private(set) var body: [UInt8]
 
     var json: JSON {
         ["registrationId": .string(registrationId), "platform": .string(platform.rawValue), "pushType": .string(pushType),
@@ -24,7 +26,8 @@ struct PushRequest: Equatable {
     }
 
     init(registrationId: String, platform: PushRegistration.Platform, pushType: String, priority: Int,
-         collapseId: String?, expiresAtSec: Int64, payload: JSON) {
+         collapseId: String?, expiresAtSec: Int64, payload: JSON, body: [UInt8]? = nil) {
+        self.body = body ?? payload.encoded
         self.registrationId = registrationId
         self.platform = platform
         self.pushType = pushType
@@ -57,6 +60,13 @@ enum PushPayloads {
 
     /// UNNotificationCategory identifiers the app registers (Approve/Deny on APPROVAL).
     static func categoryId(_ c: NotificationCategory) -> String {
+        categoryIds[c] ?? makeCategoryId(c)
+    }
+
+    private static let categoryIds: [NotificationCategory: String] =
+        Dictionary(uniqueKeysWithValues: NotificationCategory.allCases.map { ($0, makeCategoryId($0)) })
+
+    private static func makeCategoryId(_ c: NotificationCategory) -> String {
         var out = ""
         for ch in c.rawValue {
             if ch.isUppercase, !out.isEmpty { out.append("_") }
@@ -92,11 +102,12 @@ enum PushPayloads {
         if n.sound { aps["sound"] = "default" }
         var body: [String: JSON] = ["aps": .object(aps), "notificationId": .string(n.id), "deepLink": .string(n.deepLink)]
         body["userInfo"] = .object(n.userInfo.mapValues { .string($0) })
-        let payload = fit(.object(body), limit: apnsLimit, shrinking: [(["aps", "alert", "body"], 100), (["userInfo", "summary"], 0),
-                                                                        (["aps", "alert", "title"], 20), (["userInfo"], 0),
-                                                                        (["aps", "alert", "body"], 0)])
+        let (payload, bytes) = fitEncoded(.object(body), limit: apnsLimit,
+                                          shrinking: [(["aps", "alert", "body"], 100), (["userInfo", "summary"], 0),
+                                                      (["aps", "alert", "title"], 20), (["userInfo"], 0),
+                                                      (["aps", "alert", "body"], 0)])
         return PushRequest(registrationId: r.id, platform: .apns, pushType: "alert", priority: 10,
-                           collapseId: collapseId(n.id), expiresAtSec: nowMs / 1000 + alertLifetimeSec, payload: payload)
+                           collapseId: collapseId(n.id), expiresAtSec: nowMs / 1000 + alertLifetimeSec, payload: payload, body: bytes)
     }
 
     /// Ids per clearing push: 64 notification ids stay far inside 4 KB.
@@ -135,22 +146,22 @@ enum PushPayloads {
         }
         let urgent = isUrgent(c)
         if urgent { aps["relevance-score"] = 1 }
-        let payload = fit(["aps": .object(aps)], limit: apnsLimit,
+        let (payload, bytes) = fitEncoded(["aps": .object(aps)], limit: apnsLimit,
                           shrinking: [(["aps", "content-state", "rendered", "lockScreen"], 0), (["aps", "content-state", "rendered", "expanded"], 0),
                                       (["aps", "content-state", "approval", "summary"], 0), (["aps", "content-state", "message"], 0),
                                       (["aps", "content-state", "operation"], 0), (["aps", "content-state", "projectPath"], 0)])
         return PushRequest(registrationId: r.id, platform: .apns, pushType: "liveactivity", priority: urgent ? 10 : 5,
-                           collapseId: nil, expiresAtSec: now + 3600, payload: payload)
+                           collapseId: nil, expiresAtSec: now + 3600, payload: payload, body: bytes)
     }
 
     /// Web Push carries the same notification the app's WebSocket would get;
     /// the service worker shows it (or clears, for notification.clear).
     static func webPush(method: String, params: JSON, urgent: Bool, collapse: String?, to r: PushRegistration, nowMs: Int64) -> PushRequest {
-        let payload = fit(["method": .string(method), "params": params], limit: webPushLimit,
+        let (payload, bytes) = fitEncoded(["method": .string(method), "params": params], limit: webPushLimit,
                           shrinking: [(["params", "body"], 100), (["params", "userInfo", "summary"], 0),
                                       (["params", "title"], 20), (["params", "userInfo"], 0), (["params", "body"], 0)])
         return PushRequest(registrationId: r.id, platform: .webpush, pushType: "webpush", priority: urgent ? 10 : 5,
-                           collapseId: collapse.map(webPushTopic), expiresAtSec: nowMs / 1000 + alertLifetimeSec, payload: payload)
+                           collapseId: collapse.map(webPushTopic), expiresAtSec: nowMs / 1000 + alertLifetimeSec, payload: payload, body: bytes)
     }
 
     /// apns-collapse-id is at most 64 bytes.

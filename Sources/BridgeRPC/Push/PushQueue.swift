@@ -41,6 +41,34 @@ final class PushQueue {
         var stored: JSON {
             ["request": request.json, "pushId": .string(pushId), "attempts": .int(Int64(attempts)), "notBeforeMs": .int(notBeforeMs)]
         }
+
+        /// `stored` as JSON text, the payload's encoding reused (not encoded again).
+        /// The same fields as `stored` (PushRequest.json's inside), written directly.
+        var storedBytes: [UInt8] {
+            let r = request
+            var out = [UInt8]()
+            out.reserveCapacity(r.body.count + 320)
+            func key(_ k: String, first: Bool = false) {
+                if !first { out.append(0x2C) }
+                out.append(0x22)
+                out.append(contentsOf: k.utf8)
+                out.append(contentsOf: "\":".utf8)
+            }
+            out.append(contentsOf: #"{"request":{"#.utf8)
+            key("registrationId", first: true); JSON.string(r.registrationId).encode(into: &out)
+            key("platform"); JSON.string(r.platform.rawValue).encode(into: &out)
+            key("pushType"); JSON.string(r.pushType).encode(into: &out)
+            key("priority"); out.append(contentsOf: String(r.priority).utf8)
+            key("collapseId"); r.collapseId.json.encode(into: &out)
+            key("expiresAtSec"); out.append(contentsOf: String(r.expiresAtSec).utf8)
+            key("payload"); out.append(contentsOf: r.body) // as it was encoded once
+            out.append(0x7D)
+            key("pushId"); JSON.string(pushId).encode(into: &out)
+            key("attempts"); out.append(contentsOf: String(attempts).utf8)
+            key("notBeforeMs"); out.append(contentsOf: String(notBeforeMs).utf8)
+            out.append(0x7D)
+            return out
+        }
     }
 
     private let store: Store
@@ -74,7 +102,12 @@ final class PushQueue {
         self.metrics = metrics
         self.log = log
         for (key, v) in try store.entries(namespace: Self.namespace) {
-            guard let seq = Int64(key), case .json(let j) = v, let r = j["request"].flatMap(PushRequest.init(json:)),
+            let stored: JSON?
+            switch v {
+            case .json(let j): stored = j
+            case .bytes(let b): stored = JSON.parse(String(decoding: b, as: UTF8.self))
+            }
+            guard let seq = Int64(key), let j = stored, let r = j["request"].flatMap(PushRequest.init(json:)),
                   let id = j["pushId"]?.stringValue else {
                 log.warn("push queue: unreadable entry \(key) dropped")
                 _ = try? store.delete(namespace: Self.namespace, key: key)
@@ -123,7 +156,8 @@ final class PushQueue {
     }
 
     private func put(_ j: Job) throws {
-        try store.put(.json(j.stored), namespace: Self.namespace, key: key(j.seq), nowMs: scheduler.wallClockMs)
+        // JSON text stored as bytes: encoded here, the payload's encoding reused.
+        try store.put(.bytes(j.storedBytes), namespace: Self.namespace, key: key(j.seq), nowMs: scheduler.wallClockMs)
     }
 
     private func forget(_ seq: Int64) {
@@ -250,16 +284,19 @@ final class PushQueue {
         for i in 0..<8 { b[8 + i] ^= UInt8(truncatingIfNeeded: uuidCounter >> (8 * (7 - i))) }
         b[6] = (b[6] & 0x0F) | 0x40
         b[8] = (b[8] & 0x3F) | 0x80
-        var out = ""
-        out.reserveCapacity(36)
-        let hex = Array("0123456789ABCDEF".utf8)
-        for (i, x) in b.enumerated() {
-            if i == 4 || i == 6 || i == 8 || i == 10 { out.append("-") }
-            out.unicodeScalars.append(UnicodeScalar(hex[Int(x >> 4)]))
-            out.unicodeScalars.append(UnicodeScalar(hex[Int(x & 15)]))
+        return String(unsafeUninitializedCapacity: 36) { out in
+            var n = 0
+            for i in 0..<16 {
+                if i == 4 || i == 6 || i == 8 || i == 10 { out[n] = 0x2D; n += 1 }
+                out[n] = uuidHex[Int(b[i] >> 4)]
+                out[n + 1] = uuidHex[Int(b[i] & 15)]
+                n += 2
+            }
+            return n
         }
-        return out
     }
+
+    private static let uuidHex: [UInt8] = Array("0123456789ABCDEF".utf8)
 
     private static let uuidBase: [UInt8] = (try? Secrets.randomBytes(16)) ?? (0..<16).map { _ in UInt8.random(in: 0...255) }
     private nonisolated(unsafe) static var uuidCounter: UInt64 = 0

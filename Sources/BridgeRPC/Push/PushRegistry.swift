@@ -100,7 +100,9 @@ final class PushRegistry {
     static let perDeviceLimit = 64
 
     private let store: Store
-    private(set) var byId: [String: PushRegistration] = [:]
+    private(set) var byId: [String: PushRegistration] = [:] { didSet { sortedCache = nil } }
+    /// `all`, kept until the registrations change (route reads it on every apply).
+    private var sortedCache: [PushRegistration]?
 
     init(store: Store) throws {
         self.store = store
@@ -109,7 +111,12 @@ final class PushRegistry {
         }
     }
 
-    var all: [PushRegistration] { byId.values.sorted { ($0.createdMs, $0.id) < ($1.createdMs, $1.id) } }
+    var all: [PushRegistration] {
+        if let s = sortedCache { return s }
+        let s = byId.values.sorted { ($0.createdMs, $0.id) < ($1.createdMs, $1.id) }
+        sortedCache = s
+        return s
+    }
     func forDevice(_ id: String) -> [PushRegistration] { all.filter { $0.deviceId == id } }
 
     func add(_ r: PushRegistration, nowMs: Int64) throws {

@@ -60,7 +60,7 @@ final class WebPushSender: PushSender {
             return completion(.registrationGone("subscription incomplete"))
         }
         let body: [UInt8]
-        do { body = try WebPushCrypto.encrypt(uaPublic: ua, authSecret: auth, plaintext: r.payload.encoded) } catch {
+        do { body = try WebPushCrypto.encrypt(uaPublic: ua, authSecret: auth, plaintext: r.body) } catch {
             return completion(.registrationGone("the subscription's keys are unusable: \(error)"))
         }
         do {
