@@ -1,7 +1,7 @@
 // One card per session, most recently active first: status, operation,
 // progress, elapsed time, and what waits for the person (approvals, questions).
 import { h, clock, reconcile } from "./dom.js";
-import { SAVED } from "./decide.js";
+import { makeApproval, updateApproval } from "./approval.js";
 import { questionForm } from "./question.js";
 import { composer } from "./compose.js";
 
@@ -54,28 +54,9 @@ function updateCard(el, s, app) {
   tick(el);
   const approvals = [...app.model.approvals.values()].filter((a) => a.sessionId === s.id);
   reconcile(el.querySelector(".approvals"), approvals, (a) => a.requestId, (a) => makeApproval(a, app),
-    (ael, a) => updateApproval(ael, a, app));
+    (ael, a) => { updateApproval(ael, a, app); tick(ael); });
   const questions = [...app.model.questions.values()].filter((q) => q.sessionId === s.id);
   reconcile(el.querySelector(".questions"), questions, (q) => q.questionId, (q) => questionForm(q, app), () => {});
-}
-
-function makeApproval(a, app) {
-  const decide = (d) => () => app.decisions.respond(app.client(), a, d);
-  return h("div", { class: "approval", role: "group", "aria-label": `Approval needed: ${a.toolName}` },
-    h("p", {}, h("strong", { class: "tool" }, a.toolName), " ", h("span", { class: "summary" }, a.summary)),
-    h("p", { class: "countdown" }),
-    h("p", { class: "saved", hidden: true }, SAVED),
-    h("div", { class: "actions" },
-      h("button", { type: "button", class: "approve", onclick: decide("allow") }, "Approve"),
-      h("button", { type: "button", class: "deny", onclick: decide("deny") }, "Deny")));
-}
-
-function updateApproval(el, a, app) {
-  el.item = a;
-  const saved = app.decisions.pending(a.requestId);
-  el.querySelector(".saved").hidden = !saved;
-  for (const b of el.querySelectorAll("button")) b.disabled = saved;
-  tick(el);
 }
 
 /** Every second: elapsed time of working sessions, countdowns of approvals. */

@@ -24,20 +24,21 @@ export class Decisions {
     return this.serverQueued.has(requestId) || this.queue.some((d) => d.requestId === requestId);
   }
 
-  async respond(client, a, decision) {
+  /** extra: approval.respond's other params (alwaysAllow, message, interrupt, source). */
+  async respond(client, a, decision, extra = {}) {
     if (this.pending(a.requestId)) return;
-    if (!client) return this.enqueue(a, decision);
+    if (!client) return this.enqueue(a, decision, extra);
     try {
-      this.outcome(a, await client.approvalRespond({ requestId: a.requestId, decision }));
+      this.outcome(a, await client.approvalRespond({ requestId: a.requestId, decision, ...extra }));
     } catch (e) {
       if (e instanceof RPCError) this.say(`${a.toolName}: not sent (${e.rpcMessage})`);
-      else this.enqueue(a, decision); // the connection went while it was on its way
+      else this.enqueue(a, decision, extra); // the connection went while it was on its way
     }
   }
 
-  enqueue(a, decision) {
+  enqueue(a, decision, extra) {
     const left = a.remainingSeconds * 1000 - (performance.now() - a.at);
-    this.queue.push({ requestId: a.requestId, sessionId: a.sessionId, toolName: a.toolName, decision,
+    this.queue.push({ requestId: a.requestId, sessionId: a.sessionId, toolName: a.toolName, decision, extra,
       expiresAt: Date.now() + left });
     this.save();
     this.say(`${a.toolName}: ${SAVED}`);
@@ -50,7 +51,7 @@ export class Decisions {
       let r = null;
       if (d.expiresAt > Date.now()) {
         try {
-          r = await client.approvalRespond({ requestId: d.requestId, decision: d.decision });
+          r = await client.approvalRespond({ requestId: d.requestId, decision: d.decision, ...d.extra });
         } catch (e) {
           if (!(e instanceof RPCError)) return;
         }

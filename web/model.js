@@ -38,6 +38,7 @@ export class Model {
     this.questions = new Map();
     const asking = [...this.sessions.values()].filter((s) => s.pendingQuestionCount);
     await Promise.all(asking.map((s) => this.fetchQuestions(s.id)));
+    this.loaded = true;
     this.touch();
   }
 
@@ -52,6 +53,7 @@ export class Model {
 
   setDevices(list) {
     this.devices = new Map(list.map((d) => [d.deviceId, d.name]));
+    this.mine = list.find((d) => d.deviceId === this.me) ?? null; // this browser's device (its push registrations)
     this.touch();
   }
 
@@ -92,10 +94,11 @@ export class Model {
     this.touch();
   }
 
-  approvalResolved({ requestId, sessionId, decision, by }) {
+  approvalResolved({ requestId, sessionId, decision, by, alwaysAllow, interrupt }) {
     const a = this.approvals.get(requestId);
     this.approvals.delete(requestId);
-    this.note(sessionId, `${a ? `${a.toolName}: ` : ""}${DECIDED[decision] ?? decision}`, by);
+    const what = alwaysAllow ? "Always allowed" : interrupt ? "Denied and stopped" : DECIDED[decision] ?? decision;
+    this.note(sessionId, `${a ? `${a.toolName}: ` : ""}${what}`, by);
   }
 
   questionAnswered({ questionId, sessionId, by }) {

@@ -7,6 +7,7 @@ CB_UPDATE_SCREENSHOTS=1 they replace docs/img/'s (the README shows them), so
 a test run leaves the tree clean; first render and approval-on-screen times are printed (pytest -s).
 """
 import filecmp
+import json
 import os
 import subprocess
 import tempfile
@@ -17,7 +18,7 @@ import uuid
 import pytest
 
 from netharness import NetServer, net, raw_http, srv  # noqa: F401
-from webharness import Hook, Page, Proxy, browser, hook, permission, png_size  # noqa: F401
+from webharness import DevTools, Hook, Page, Proxy, browser, hook, permission, png_size  # noqa: F401
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 IMG = os.path.join(ROOT, "docs", "img") if os.environ.get("CB_UPDATE_SCREENSHOTS") else tempfile.mkdtemp(prefix="cb-shots-")
@@ -98,7 +99,8 @@ def test_files_are_served_with_strict_headers(srv):
     assert r["headers"]["x-content-type-options"] == "nosniff"
     assert r["headers"]["cache-control"] == "no-cache"
     types = {b"/app.js": "text/javascript", b"/app.css": "text/css", b"/codingbridge.js": "text/javascript",
-             b"/manifest.webmanifest": "application/manifest+json", b"/icon.svg": "image/svg+xml"}
+             b"/manifest.webmanifest": "application/manifest+json", b"/icon.svg": "image/svg+xml",
+             b"/sw.js": "text/javascript"}
     for path, t in types.items():
         r = get(path)
         assert r["status"] == 200 and r["headers"]["content-type"].startswith(t), (path, r["headers"])
@@ -307,6 +309,223 @@ def test_settings_devices_audit_and_notification_history(net, browser):
                        if d["deviceId"] == other["deviceId"]] == [True], "the revocation")
     page.wait(lambda: "revoked" in page.d.find_element("id", "device-list").text, "revoked in the list")
     u.close()
+
+
+# ---- richer decisions: Always allow, Deny with message -----------------------------------
+
+NPM_TEST = [{"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": "npm test"}],
+             "behavior": "allow", "destination": "localSettings"}]
+
+
+def rich(a):
+    """The daemon lists permissionSuggestions on every approval once it has the richer decisions."""
+    if "permissionSuggestions" not in a:
+        pytest.skip("this daemon has no richer decisions yet (approvals carry no permissionSuggestions)")
+
+
+def test_always_allow_reaches_the_hook(net, browser):
+    srv, page, sid = app_with_session(net, browser)
+    h = permission(srv.sock_path, sid, CWD, "npm test", permission_suggestions=NPM_TEST)
+    a = wait_pending(page, srv, sid)
+    rich(a)
+    assert a["permissionSuggestions"] == NPM_TEST
+    el = page.approval(a["requestId"])
+    always = page.button("Always allow", el)
+    assert "Bash(npm test)" in always.get_attribute("title")
+    described = page.js("return document.getElementById(arguments[0].getAttribute('aria-describedby')).textContent",
+                        always)
+    assert "Bash(npm test)" in described and "Bash(npm test)" in el.text
+    always.click()
+    out = h.output()
+    assert out["behavior"] == "allow" and out["updatedPermissions"] == NPM_TEST, out
+    page.wait(lambda: "Always allowed on this device" in page.card_text(sid), "who answered, and how")
+
+
+def test_deny_with_message_and_stop_reach_the_hook(net, browser):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+    srv, page, sid = app_with_session(net, browser)
+    for stop in (True, False):
+        h = permission(srv.sock_path, sid, CWD, "rm -rf build")
+        a = wait_pending(page, srv, sid)
+        rich(a)
+        el = page.approval(a["requestId"])
+        assert "Always allow" not in el.text, "no suggestions: no Always allow"
+        opener = page.button("Deny with message", el)
+        assert opener.get_attribute("aria-expanded") == "false"
+        opener.click()  # opens the form, the message field focused
+        assert opener.get_attribute("aria-expanded") == "true"
+        field = page.js("const f = document.activeElement; return f.tagName === 'TEXTAREA' && "
+                        "document.querySelector(`label[for=\"${f.id}\"]`).textContent")
+        assert field == "Message to Claude"
+        text = "Use the clean script instead" if stop else "Not now"
+        ActionChains(page.d).send_keys(text).perform()
+        if stop:
+            el.find_element("xpath", ".//label[text()='Stop Claude']").click()
+        # with the keyboard: Tab on to Send, Enter
+        for _ in range(5):
+            if page.js("return document.activeElement.textContent") == "Send":
+                break
+            ActionChains(page.d).send_keys(Keys.TAB).perform()
+        ActionChains(page.d).send_keys(Keys.ENTER).perform()
+        out = h.output()
+        assert out["behavior"] == "deny" and out["message"] == text, out
+        assert bool(out.get("interrupt")) is stop, out
+        page.wait(lambda: not page.approval(a["requestId"]), "the approval to go")
+        note = "Denied and stopped on this device" if stop else "Denied on this device"
+        page.wait(lambda: note in page.card_text(sid), note)
+
+
+# ---- notifications on this device: Web Push and the service worker ---------------------------
+
+VAPID = ("--vapid-subject", "mailto:ops@codingbridge.example")
+
+# headless Chromium reaches no push service: PushManager hands out the test
+# service's subscription (a real endpoint and keys; webpushserver.py decrypts)
+STUB_PUSH = r"""
+(() => {
+  const sub = %s;
+  let current = null;
+  const make = (key) => ({ endpoint: sub.endpoint, expirationTime: null, options: { applicationServerKey: key,
+    userVisibleOnly: true }, toJSON: () => sub, unsubscribe: async () => { current = null; return true; } });
+  PushManager.prototype.subscribe = async function (o) {
+    const k = new Uint8Array(o.applicationServerKey);
+    window.cbSubscribedWith = btoa(String.fromCharCode(...k)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+    return (current = make(k.buffer));
+  };
+  PushManager.prototype.getSubscription = async function () { return current; };
+})();
+"""
+
+
+def web_push(srv, device_id):
+    u = srv.unix()
+    try:
+        d = [d for d in u.request("device.list")["devices"] if d["deviceId"] == device_id][0]
+        return [p for p in d["push"] if p["platform"] == "webpush"]
+    finally:
+        u.close()
+
+
+def stale(element):
+    from selenium.common.exceptions import StaleElementReferenceException
+    try:
+        element.is_enabled()
+        return False
+    except StaleElementReferenceException:
+        return True
+
+
+def shown(page):
+    """The notifications the service worker shows: [{tag, title, body, actions, requireInteraction}]."""
+    return page.d.execute_async_script("""const done = arguments[arguments.length - 1];
+      navigator.serviceWorker.ready.then((r) => r.getNotifications()).then((ns) => done(ns.map((n) => ({
+        tag: n.tag, title: n.title, body: n.body, requireInteraction: n.requireInteraction,
+        actions: n.actions.map((a) => a.action)}))), (e) => done(String(e)));""")
+
+
+def test_notifications_on_this_device(net, browser):
+    """The toggle subscribes with the daemon's VAPID key and registers; a
+    hidden tab is reached by Web Push (the test service decrypts it); that
+    push, delivered to the real service worker, shows an approval with
+    Approve and Deny; Approve on it is answered by the page (source
+    notification) and reaches the hook; notification.clear closes; off
+    unregisters."""
+    from webpushserver import WebPushService
+    svc = WebPushService()
+    srv = net(*VAPID)
+    d = browser()
+    base = srv.url().replace("ws://", "http://")
+    d.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument",
+                      {"source": STUB_PUSH % json.dumps(svc.subscription("browser"))})
+    d.execute_cdp_cmd("Browser.grantPermissions", {"origin": base, "permissions": ["notifications"]})
+    page = Page(d, base)
+    page.open_link(srv.pairing_code())
+    page.connected()
+    try:
+        page.button("Settings").click()
+        toggle = page.wait(lambda: page.d.find_elements("id", "set-push"), "the notifications toggle")[0]
+        assert page.d.find_element("xpath", "//label[@for='set-push']").text == "Notifications on this device"
+        toggle.click()
+        u = srv.unix()
+        key = u.request("push.vapidPublicKey")["publicKey"]
+        me = [x["deviceId"] for x in u.request("device.list")["devices"] if x["connected"]][0]
+        u.close()
+        reg = page.wait(lambda: web_push(srv, me), "push.register")
+        assert reg[0]["endpoint"] == svc.origin and page.js("return window.cbSubscribedWith") == key
+
+        # the tab behind another one is away: the approval comes by Web Push
+        sid = new_sid()
+        start_session(srv, sid)
+        app_tab = d.current_window_handle
+        d.switch_to.new_window("tab")
+        h = permission(srv.sock_path, sid, CWD, "terraform apply")
+        m = svc.wait_for(lambda m: m["plaintext"]["method"] == "notification.post"
+                         and m["plaintext"]["params"]["category"] == "approval")["plaintext"]
+        d.close()
+        d.switch_to.window(app_tab)
+        post = m["params"]
+        rid = post["userInfo"]["requestId"]
+
+        page_tools = DevTools(d, "page")
+        page_tools.call("ServiceWorker.enable")
+        sw = page_tools.event("ServiceWorker.workerRegistrationUpdated",
+                              lambda p: any(r["scopeURL"] == base + "/" and not r["isDeleted"] for r in p["registrations"]))
+        reg_id = [r["registrationId"] for r in sw["registrations"] if r["scopeURL"] == base + "/"][0]
+
+        # Chrome drops a notification that getNotifications() (shown() below) reads while it is still
+        # being shown, so a push that shows one is waited for first: the worker's showNotification
+        # calls are counted once settled (the worker stays up while this connection is open)
+        worker = DevTools(d, "service_worker")
+        worker.evaluate("""(() => { self.cbShown = 0; const show = ServiceWorkerRegistration.prototype.showNotification;
+          ServiceWorkerRegistration.prototype.showNotification = function (...a) {
+            return show.apply(this, a).finally(() => { self.cbShown += 1; }); }; })()""")
+
+        def deliver(message):
+            before = worker.evaluate("self.cbShown")
+            page_tools.call("ServiceWorker.deliverPushMessage",
+                            {"origin": base, "registrationId": reg_id, "data": json.dumps(message)})
+            if message["method"] == "notification.post":
+                page.wait(lambda: worker.evaluate("self.cbShown") > before, "the push shown by the worker")
+
+        # notification.clear closes what notification.post showed
+        deliver({"method": "notification.post", "params": {**post, "id": "test:1", "category": "taskComplete",
+                                                            "interruptionLevel": "active", "actions": []}})
+        page.wait(lambda: [n["tag"] for n in shown(page)] == ["test:1"], "the test notification")
+        deliver({"method": "notification.clear", "params": {"ids": ["test:1"]}})
+        page.wait(lambda: shown(page) == [], "the test notification closed")
+
+        deliver(m)
+        n = page.wait(lambda: shown(page), "the approval's notification")[0]
+        assert n["tag"] == post["id"] and n["title"] == post["title"] and n["body"] == post["body"]
+        assert n["actions"] == ["approve", "deny"] and n["requireInteraction"] is True
+        # Approve on it: what the worker's notificationclick does, called in the worker
+        worker.evaluate(f"self.registration.getNotifications({{tag: {json.dumps(post['id'])}}})"
+                        ".then(([n]) => clicked(n, 'approve'))")
+        assert h.decision() == "allow"
+        page.wait(lambda: "Approved on this device" in page.card_text(sid), "the approval answered")
+        u = srv.unix()
+        assert u.request("metrics.get")["counters"]["approvalFromNotification"] == 1
+        u.close()
+        worker.close()
+        page_tools.close()
+
+        # Settings again renders a new toggle (loadPush): the one shown now goes stale
+        old = page.d.find_element("id", "set-push")
+        page.button("Settings").click()
+        page.wait(lambda: stale(old), "the toggle rendered again")
+        page.wait(lambda: page.d.find_elements("id", "set-push"), "the toggle")[0].click()
+        page.wait(lambda: not web_push(srv, me), "push.unregister")
+    finally:
+        svc.close()
+
+
+def test_no_toggle_where_there_is_no_web_push(net, browser):
+    srv = net()  # no --vapid-subject
+    page = open_app(browser, srv)
+    page.button("Settings").click()
+    note = page.wait(lambda: page.d.find_elements("id", "push-note"), "the note")[0]
+    assert "--vapid-subject" in note.text and not page.d.find_elements("id", "set-push")
 
 
 # ---- connection ---------------------------------------------------------------------------

@@ -10,6 +10,9 @@ Proxy          a TCP relay in front of the daemon that the test can cut and
                agent's hook do not.
 hook()/Hook    `codingbridge hook` as Claude Code runs it (test_hook.py's way),
                for one session id; Hook waits in the background (PermissionRequest).
+DevTools       a DevTools connection of its own to one target of the browser (the
+               page, or the app's service worker): execute_cdp_cmd reaches only
+               the page and gives no events.
 """
 import json
 import os
@@ -187,14 +190,72 @@ class Hook:
         return self.p.poll() is None
 
     def decision(self, timeout=15):
+        d = self.output(timeout)
+        return d["behavior"] if d else None
+
+    def output(self, timeout=15):
+        """The hook's decision object ({behavior, updatedPermissions?, message?, interrupt?}), or None."""
         self.p.wait(timeout=timeout)
         out = self.p.stdout.read().decode()
-        return json.loads(out)["hookSpecificOutput"]["decision"]["behavior"] if out.strip() else None
+        return json.loads(out)["hookSpecificOutput"]["decision"] if out.strip() else None
 
 
-def permission(sock, sid, cwd, command="terraform apply -auto-approve"):
+def permission(sock, sid, cwd, command="terraform apply -auto-approve", **k):
     return Hook(sock, sid, cwd, "PermissionRequest", "--timeout", "120", tool_name="Bash",
-                tool_input={"command": command, "description": "Apply the staging plan"})
+                tool_input={"command": command, "description": "Apply the staging plan"}, **k)
+
+
+# ---- DevTools, for what Selenium cannot reach --------------------------------------
+
+class DevTools:
+    """One target of the driver's browser by its own DevTools WebSocket:
+    DevTools(driver, "service_worker").call("Runtime.evaluate", {...})."""
+
+    def __init__(self, driver, kind="page", timeout=WAIT_S):
+        import urllib.request
+        from websockets.sync.client import connect
+        addr = driver.capabilities["goog:chromeOptions"]["debuggerAddress"]
+        deadline = time.monotonic() + timeout
+        while True:
+            with urllib.request.urlopen(f"http://{addr}/json/list", timeout=5) as r:
+                found = [t for t in json.load(r) if t["type"] == kind]
+            if found:
+                break
+            assert time.monotonic() < deadline, f"no {kind} target in the browser"
+            time.sleep(0.05)
+        # entered as a context manager (websockets 17 warns otherwise); closed by close()
+        self.ws = connect(found[0]["webSocketDebuggerUrl"], max_size=None, open_timeout=5).__enter__()
+        self.next_id = 0
+        self.events = []
+
+    def call(self, method, params=None, timeout=WAIT_S):
+        self.next_id += 1
+        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params or {}}))
+        deadline = time.monotonic() + timeout
+        while True:
+            m = json.loads(self.ws.recv(timeout=max(0.01, deadline - time.monotonic())))
+            if m.get("id") == self.next_id:
+                assert "error" not in m, (method, m["error"])
+                return m["result"]
+            self.events.append(m)
+
+    def event(self, method, pred=lambda p: True, timeout=WAIT_S):
+        """The params of the first `method` event (seen before or now) for which pred holds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for m in self.events:
+                if m.get("method") == method and pred(m["params"]):
+                    return m["params"]
+            self.events.append(json.loads(self.ws.recv(timeout=max(0.01, deadline - time.monotonic()))))
+
+    def evaluate(self, expression):
+        """An expression's value (a promise is awaited), in the target's context."""
+        r = self.call("Runtime.evaluate", {"expression": expression, "awaitPromise": True, "returnByValue": True})
+        assert "exceptionDetails" not in r, r["exceptionDetails"]
+        return r["result"].get("value")
+
+    def close(self):
+        self.ws.close()
 
 
 # ---- a network the test can cut ------------------------------------------------
