@@ -22,6 +22,10 @@ public struct ServerOptions {
     public var webPushCAFile: String? = nil
     /// Live Activity progress pushes: at most one per this many ms per activity.
     public var pushCoalesceMs: Int64 = 5_000
+    /// A hook's PermissionRequest waits even when nobody can answer it
+    /// (`--always-wait-for-approval`); by default it is answered at once
+    /// with no decision (`decision: "noAnswerer"`).
+    public var alwaysWaitForApproval = false
     public init() {}
 }
 
@@ -78,6 +82,16 @@ public final class ServerEnvironment {
         self.waiters = HookWaiters(log: log)
         self.scheduler = TimeoutScheduler(loop: loop, clock: options.manualClock ? .manual : .system,
                                           manualEpochMs: options.manualClockStartMs)
+    }
+
+    /// Whether someone could answer an approval asked on `connection` (a
+    /// hook's own connection, or an http hook's key): another open client
+    /// that completed `initialize` and takes notifications, or a device with
+    /// a push registration. nil: someone can; else why nobody can.
+    func nobodyCanAnswer(except connection: Int) -> String? {
+        if router.all.contains(where: { $0.id != connection && $0.receivesNotifications && $0.io.isOpen }) { return nil }
+        if push?.registry.all.contains(where: { !$0.ended }) == true { return nil }
+        return "nobody can answer: no client connected and no push registration"
     }
 
     /// Sends a notification to the initialized clients `audience` selects.

@@ -25,10 +25,14 @@ struct HookCommand: ParsableCommand {
         Notification, Stop, SubagentStop and SessionEnd, with command \
         'codingbridge hook'. Claude Code writes the hook input JSON on stdin.
 
-        PermissionRequest: waits until the person allows or denies (any \
-        connected client, approval.respond) and prints \
+        PermissionRequest: when someone can answer (another connected \
+        client, or a device with a push registration; or the server runs \
+        with --always-wait-for-approval), waits until the person allows or \
+        denies (approval.respond) and prints \
         {"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}} \
-        or the deny form with a message. The approval expires 2 s before \
+        or the deny form with a message. PreToolUse of AskUserQuestion waits \
+        the same way for the answer (question.answer) and prints an allow \
+        with the answers in updatedInput. The approval expires 2 s before \
         --timeout, so the server and the hook agree on when it ends. Other \
         events: forwarded, exit within --event-timeout.
 
@@ -136,8 +140,12 @@ struct HookCommand: ParsableCommand {
                 return
             }
             let result = msg["result"] ?? .null
-            note(waitsForDecision ? "decision: \(result["decision"]?.stringValue ?? "?")"
-                                  : "\(event): \(result["status"]?.stringValue ?? "?")")
+            if result["decision"]?.stringValue == "noAnswerer" {
+                note("nobody can answer: no client connected and no push registration; Claude Code's own prompt decides")
+            } else {
+                note(waitsForDecision ? "decision: \(result["decision"]?.stringValue ?? "?")"
+                                      : "\(event): \(result["status"]?.stringValue ?? "?")")
+            }
             HookIO.stdout(ClaudeHookExchange.output(result))
             return
         }

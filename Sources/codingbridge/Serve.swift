@@ -90,6 +90,9 @@ struct Serve: ParsableCommand {
     @Option(name: .long, parsing: .unconditional, help: "Seconds a network client may stay connected without authenticating as a paired device, in (0, 3600].")
     var authTimeout: Double = 30
 
+    @Flag(name: .long, help: "A hook's PermissionRequest waits for a decision even when nobody can answer it (no other client connected, no push registration); by default the hook then returns at once and Claude Code asks in its own prompt.")
+    var alwaysWaitForApproval = false
+
     @Flag(name: .long, help: "Do not serve stdin/stdout (a daemon; needs --listen).")
     var noStdio = false
 
@@ -127,6 +130,7 @@ struct Serve: ParsableCommand {
         if let s = manualClockStart, let ms = Self.unixMs(s) { options.manualClockStartMs = ms }
         options.stateDirectory = stateDir
         options.ephemeral = ephemeral
+        options.alwaysWaitForApproval = alwaysWaitForApproval
         options.logLevel = LogLevel(rawValue: logLevel) ?? .info
         push.apply(to: &options)
         let loop = EventLoop()

@@ -210,11 +210,67 @@ private func apply(_ m: AgentMapping, to engine: inout Engine, at now: Millis) {
         var o = ServerOptions()
         o.manualClock = true
         o.ephemeral = true
+        // In-process clients share the process's lifecycle: only the first
+        // completes initialize, so the "phone" here is never a client that
+        // takes notifications. The approvals wait on request.
+        o.alwaysWaitForApproval = true
         let env = ServerEnvironment(loop: EventLoop(), options: o)
         let s = try! RPCServer(env: env)
         let hook = s.makeInProcessClient(), phone = s.makeInProcessClient()
         _ = hook.request("initialize", ["clientInfo": ["name": "hook"]])
         return (s, hook, phone)
+    }
+
+    /// AskUserQuestion's PreToolUse waits for question.answer, then allows
+    /// with the answers (by question text) in updatedInput.
+    @Test func aQuestionAnsweredOnThePhoneIsTheToolsInput() throws {
+        let (_, hook, phone) = server()
+        let ask: JSON = ["questions": [["question": "Which CI provider?", "header": "CI", "multiSelect": false,
+                                        "options": [["label": "GitHub Actions"], ["label": "GitLab CI"]]]]]
+        let call: JSON = ["jsonrpc": "2.0", "id": 31, "method": "agent.hook",
+                          "params": ["session_id": "s31", "hook_event_name": "PreToolUse", "tool_name": "AskUserQuestion",
+                                     "tool_use_id": "toolu_31", "tool_input": ask]]
+        #expect(replies(hook.send(call.serialized() + "\n")).isEmpty, "it waits for the answer")
+        let r = phone.request("question.answer", ["questionId": "toolu_31", "answers": ["CI": ["GitLab CI"]], "deviceId": "iphone"])
+        #expect(r.first { $0["id"] != nil }?["result"]?["status"] == "accepted")
+        let answer = try #require(replies(hook.takeOutput()).first?["result"])
+        #expect(answer["decision"] == "answered" && answer["by"] == "iphone")
+        var updated = ask.objectValue!
+        updated["answers"] = ["Which CI provider?": "GitLab CI"]
+        #expect(answer["hookOutput"] == ["hookSpecificOutput": ["hookEventName": "PreToolUse", "permissionDecision": "allow",
+                                                                 "updatedInput": .object(updated)]])
+    }
+
+    /// Nobody but the hook itself is connected (and no push registration):
+    /// the PermissionRequest is answered at once with no decision and no
+    /// approval is left pending; --always-wait-for-approval waits anyway.
+    @Test func nobodyToAnswerAnswersAtOnce() throws {
+        for always in [false, true] {
+            var o = ServerOptions()
+            o.manualClock = true
+            o.ephemeral = true
+            o.alwaysWaitForApproval = always
+            let s = try RPCServer(env: ServerEnvironment(loop: EventLoop(), options: o))
+            let hook = s.makeInProcessClient()
+            _ = hook.request("initialize", ["clientInfo": ["name": "hook"]])
+            // Another in-process client (it shares the hook's lifecycle, so it
+            // is no client that takes notifications): it only looks.
+            let mute = s.makeInProcessClient()
+            let call: JSON = ["jsonrpc": "2.0", "id": 5, "method": "agent.hook",
+                              "params": ["session_id": "s5", "hook_event_name": "PermissionRequest", "tool_name": "Bash",
+                                         "tool_input": ["command": "make deploy"]]]
+            let got = replies(hook.send(call.serialized() + "\n"))
+            let pending = mute.request("approval.list", [:]).first { $0["id"] != nil }?["result"]?["approvals"]?.arrayValue
+            if always {
+                #expect(got.isEmpty, "it waits")
+                #expect(pending?.count == 1)
+            } else {
+                let r = try #require(got.first?["result"])
+                #expect(r["decision"] == "noAnswerer" && r["hookOutput"] == .null && r["requestId"] == nil)
+                #expect(r["ignored"]?.arrayValue?.contains("nobody can answer: no client connected and no push registration") == true)
+                #expect(pending?.isEmpty == true, "no phantom approval")
+            }
+        }
     }
 
     private func replies(_ text: String) -> [JSON] {

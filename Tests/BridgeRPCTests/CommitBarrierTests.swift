@@ -14,8 +14,8 @@ import Testing
         var store: Store { server.env.store! }
         private var nextID: Int64 = 1
 
-        init(_ dir: TempStateDir) throws {
-            server = try makeStoreServer(dir)
+        init(_ dir: TempStateDir, alwaysWaitForApproval: Bool = false) throws {
+            server = try makeStoreServer(dir, alwaysWaitForApproval: alwaysWaitForApproval)
             client = server.makeInProcessClient()
             _ = client.request("initialize", ["deviceId": "phone", "capabilities": ["notifications": false]])
         }
@@ -74,7 +74,9 @@ import Testing
     /// decides, and that answer too waits for the commit of the decision.
     @Test func theHookAnswerWaitsForTheCommitOfTheDecision() throws {
         let dir = TempStateDir("cb-barrier")
-        let s = try Server(dir)
+        // The test's own client takes no notifications: nobody else could
+        // answer, so the approval waits only on request.
+        let s = try Server(dir, alwaysWaitForApproval: true)
         let hook = s.server.makeInProcessClient()
         let ask: JSON = ["jsonrpc": "2.0", "id": 99, "method": "agent.hook",
                          "params": ["session_id": "s9", "hook_event_name": "PermissionRequest", "cwd": "/w/app",

@@ -71,6 +71,19 @@ import BridgeEngine
         #expect(!token.authorizes(token.value))
     }
 
+    @Test func withNobodyToAnswerThePermissionRequestIsAnsweredAtOnce() throws {
+        var o = ServerOptions()
+        o.manualClock = true
+        o.ephemeral = true
+        let s = try RPCServer(env: ServerEnvironment(loop: EventLoop(), options: o))
+        let r = Responses()
+        post(s, permission("make deploy"), auth: bearer(s), r)
+        #expect(r.got.count == 1 && r.got.first?.status == 200 && r.got.first?.body == "")
+        let phone = s.makeInProcessClient()
+        _ = phone.request("initialize", ["clientInfo": ["name": "phone"], "deviceId": "iphone"])
+        #expect(pending(phone).isEmpty, "no approval nobody waits for")
+    }
+
     @Test func otherEventsAreAnsweredAtOnceWithNoOutput() throws {
         let (s, phone) = server()
         let r = Responses()

@@ -14,11 +14,12 @@ final class TempStateDir {
 }
 
 /// A server on a durable store in `dir`, its clock driven by hand, its log quiet.
-func makeStoreServer(_ dir: TempStateDir) throws -> RPCServer {
+func makeStoreServer(_ dir: TempStateDir, alwaysWaitForApproval: Bool = false) throws -> RPCServer {
     var o = ServerOptions()
     o.stateDirectory = dir.path
     o.manualClock = true
     o.logLevel = .error
+    o.alwaysWaitForApproval = alwaysWaitForApproval
     return try RPCServer(env: ServerEnvironment(loop: EventLoop(), options: o))
 }
 

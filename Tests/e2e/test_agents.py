@@ -66,7 +66,10 @@ def check_result(c, r):
 def test_case(spawn, path):
     c = load(path)
     e = c["expect"]
-    s = spawn("--ephemeral", "--manual-clock")
+    # One client here both asks (as the hook) and answers (as the phone):
+    # nobody else is connected, so the approvals wait only on request.
+    waits = "respond" in e or any(b.get("async") for b in c.get("before", []))
+    s = spawn("--ephemeral", "--manual-clock", *(["--always-wait-for-approval"] if waits else []))
     stash = {}  # replies that arrived while waiting for another id
     waiting = []
     for i, b in enumerate(c.get("before", [])):
@@ -146,7 +149,7 @@ def test_not_an_object_is_invalid_params(server):
 def test_permission_request_times_out_on_the_engine_clock(spawn):
     """No answer: the engine's approval timeout resolves the hook call with
     decision timeout and no output (Claude Code then asks itself)."""
-    s = spawn("--ephemeral", "--manual-clock")
+    s = spawn("--ephemeral", "--manual-clock", "--always-wait-for-approval")
     s.request("agent.hook", {"session_id": "s-t", "cwd": "/w/p", "hook_event_name": "UserPromptSubmit", "prompt": "go"})
     s.send({"jsonrpc": "2.0", "id": "hook", "method": "agent.hook",
             "params": {"session_id": "s-t", "cwd": "/w/p", "hook_event_name": "PermissionRequest",
@@ -172,7 +175,7 @@ def test_permission_request_times_out_on_the_engine_clock(spawn):
 def test_permission_request_cancelled_when_the_turn_stops(spawn):
     """Stop while the hook waits (the person answered in the terminal and
     Claude finished): the hook call ends with decision cancelled."""
-    s = spawn("--ephemeral", "--manual-clock")
+    s = spawn("--ephemeral", "--manual-clock", "--always-wait-for-approval")
     base = {"session_id": "s-c", "cwd": "/w/p"}
     s.request("agent.hook", {**base, "hook_event_name": "UserPromptSubmit", "prompt": "go"})
     s.send({"jsonrpc": "2.0", "id": "hook", "method": "agent.hook",

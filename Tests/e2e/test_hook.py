@@ -281,12 +281,42 @@ def test_ask_user_question_becomes_a_question(srv):
     run_hook(hook_input("UserPromptSubmit", prompt="Set up CI"), srv.path)
     ask = {"questions": [{"question": "Which CI provider?", "header": "CI", "multiSelect": False,
                           "options": [{"label": "GitHub Actions"}, {"label": "GitLab CI"}]}]}
-    code, out, _, _ = run_hook(hook_input("PreToolUse", tool_name="AskUserQuestion", tool_use_id="toolu_q",
-                                          tool_input=ask), srv.path)
-    assert (code, out) == (0, "")
+    h = HookProcess(hook_input("PreToolUse", tool_name="AskUserQuestion", tool_use_id="toolu_q", tool_input=ask),
+                    srv.path, "--timeout", "20")
+    wait_until(lambda: srv.request("session.get", {"sessionId": SID})["session"]["status"] == "awaitingAnswer",
+               "the question")
     s = srv.request("session.get", {"sessionId": SID})["session"]
-    assert s["status"] == "awaitingAnswer"
     assert s["pendingQuestions"][0]["questions"][0]["question"] == "Which CI provider?"
+    time.sleep(0.3)
+    assert h.running(), "the phone can answer: the PreToolUse hook waits for it"
+    r = srv.request("question.answer", {"questionId": "toolu_q", "answers": {"CI": ["GitLab CI"]}, "deviceId": "iphone"})
+    assert r["status"] == "accepted"
+    code, out, err, secs = h.finish()
+    assert code == 0 and secs < 10, err
+    # Claude Code skips its dialog and runs the tool with these answers.
+    assert json.loads(out) == {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow",
+                                                      "updatedInput": {**ask, "answers": {"Which CI provider?": "GitLab CI"}}}}
+    assert srv.request("session.get", {"sessionId": SID})["session"]["status"] == "processing"
+
+
+def test_ask_user_question_with_nobody_to_answer_is_left_to_the_terminal(sockdir):
+    s = SocketServer(os.path.join(sockdir, "cb.sock"), initialize=False)
+    try:
+        ask = {"questions": [{"question": "Which CI provider?", "header": "CI", "multiSelect": False,
+                              "options": [{"label": "GitHub Actions"}, {"label": "GitLab CI"}]}]}
+        code, out, err, secs = run_hook(hook_input("PreToolUse", tool_name="AskUserQuestion", tool_use_id="toolu_t",
+                                                   tool_input=ask), s.path, "--verbose")
+        assert (code, out) == (0, "") and secs < 3, err
+        assert "nobody can answer" in err
+        # Answered in the terminal: PostToolUse carries the answers and clears it.
+        run_hook(hook_input("PostToolUse", tool_name="AskUserQuestion", tool_use_id="toolu_t", tool_input=ask,
+                            tool_response={"questions": ask["questions"], "answers": {"Which CI provider?": "GitHub Actions"}}),
+                 s.path)
+        s.initialize()
+        sess = s.request("session.get", {"sessionId": SID})["session"]
+        assert sess["pendingQuestions"] == [] and sess["history"][-1]["kind"] == "answered"
+    finally:
+        s.close()
 
 
 @pytest.mark.parametrize("decision", ["allow", "deny"])
@@ -815,3 +845,67 @@ def test_an_always_allow_queued_offline_survives_kill9(sockdir):
         assert b_srv.pending() == []
     finally:
         b_srv.close()
+
+
+# ---------------------------------------------------------------- who can answer
+
+def test_nobody_to_answer_returns_at_once_and_leaves_no_approval(sockdir):
+    """No other client and no push registration: the PermissionRequest is
+    answered at once with no output (Claude Code's own prompt decides) and
+    no approval is left for a phone to find later."""
+    s = SocketServer(os.path.join(sockdir, "cb.sock"), initialize=False)
+    try:
+        code, out, err, secs = run_hook(permission(), s.path, "--timeout", "60", "--verbose")
+        assert (code, out) == (0, ""), err
+        assert secs < 3, secs
+        assert "nobody can answer: no client connected and no push registration" in err, err
+        s.initialize()
+        assert s.pending() == []
+        h = HookProcess(permission("make deploy"), s.path, "--timeout", "20")
+        assert s.wait_pending()[0]["summary"].startswith("make deploy")
+        time.sleep(0.3)
+        assert h.running(), "a connected phone: the hook waits as before"
+        s.request("approval.respond", {"requestId": s.pending()[0]["requestId"], "decision": "allow"})
+        assert json.loads(h.finish()[1])["hookSpecificOutput"]["decision"] == {"behavior": "allow"}
+    finally:
+        s.close()
+
+
+def test_a_push_registration_alone_keeps_the_hook_waiting(sockdir):
+    path = os.path.join(sockdir, "cb.sock")
+    s = SocketServer(path)
+    try:
+        s.request("push.register", {"platform": "apns", "kind": "alert", "token": "ab" * 32})
+        s.ctl.close()  # the phone goes away; its registration stays
+        h = HookProcess(permission(), path, "--timeout", "20", "--verbose")
+        time.sleep(1.0)
+        assert h.running(), "a device with push can answer: the hook waits"
+        phone = SocketServer.__new__(SocketServer)
+        phone.path, phone._ids, phone._replies, phone.notes, phone.proc = path, 0, queue.Queue(), [], s.proc
+        phone.ctl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        phone.ctl.connect(path)
+        threading.Thread(target=phone._read, daemon=True).start()
+        phone.initialize()
+        a = phone.wait_pending()[0]
+        phone.request("approval.respond", {"requestId": a["requestId"], "decision": "deny", "deviceId": "iphone"})
+        code, out, err, _ = h.finish()
+        assert json.loads(out)["hookSpecificOutput"]["decision"]["behavior"] == "deny", err
+        phone.ctl.close()
+    finally:
+        s.close()
+
+
+def test_always_wait_for_approval_waits_with_nobody_connected(sockdir):
+    path = os.path.join(sockdir, "cb.sock")
+    proc = subprocess.Popen([binary(), "serve", "--ephemeral", "--no-stdio", "--listen", f"unix:{path}",
+                             "--always-wait-for-approval"], stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: os.path.exists(path), "server socket never appeared")
+        h = HookProcess(permission(), path, "--timeout", "5")  # the approval expires at 3 s
+        time.sleep(1.0)
+        assert h.running(), "--always-wait-for-approval: the hook waits"
+        code, out, _, secs = h.finish()
+        assert (code, out) == (0, "") and secs >= 2.5
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

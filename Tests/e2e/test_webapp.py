@@ -242,12 +242,16 @@ def test_answer_a_question(net, browser):
     start_session(srv, sid, "Set up CI")
     ask = {"questions": [{"question": "Which CI provider?", "header": "CI", "multiSelect": False,
                           "options": [{"label": "GitHub Actions"}, {"label": "GitLab CI"}]}]}
-    hook(srv.sock_path, sid, CWD, "PreToolUse", tool_name="AskUserQuestion", tool_use_id="q1", tool_input=ask)
+    # The browser can answer: the hook waits and hands the answer to Claude Code.
+    h = Hook(srv.sock_path, sid, CWD, "PreToolUse", tool_name="AskUserQuestion", tool_use_id="q1", tool_input=ask)
     page.wait(lambda: "Which CI provider?" in (page.card_text(sid) or ""), "the question")
     card = page.card(sid)
     page.button("GitLab CI", card).click()
     page.button("Send", card).click()
     page.wait(lambda: "Question answered on this device" in page.card_text(sid), "the answer's note")
+    h.p.wait(timeout=15)
+    out = json.loads(h.p.stdout.read().decode())["hookSpecificOutput"]
+    assert out["permissionDecision"] == "allow" and out["updatedInput"]["answers"] == {"Which CI provider?": "GitLab CI"}
     u = srv.unix()
     s = u.request("session.get", {"sessionId": sid})["session"]
     u.close()

@@ -14,7 +14,8 @@ import BridgeEngine
 /// - UserPromptSubmit -> task_started (processing); a PermissionRequest of
 ///   this session still waiting is cancelled first (the turn it belonged to is over)
 /// - PreToolUse -> tool_use (operation text); TodoWrite -> progress;
-///   AskUserQuestion -> question (id = tool_use_id)
+///   AskUserQuestion -> question (id = tool_use_id; `agent.hook` then waits
+///   for its answer when someone can answer, and hands it back as updatedInput)
 /// - PostToolUse AskUserQuestion -> the question is answered (at the terminal);
 ///   PostToolUse of a tool whose PermissionRequest is still pending -> that
 ///   approval is cancelled (it was granted in Claude Code's own prompt)

@@ -15,6 +15,10 @@ public enum ClaudeHookExchange {
     /// nobody decides what no hook is left to hear. Returns whether the
     /// hook waits for a decision.
     public static func prepare(_ input: inout [String: JSON], waitSeconds: Double) -> Bool {
+        // An AskUserQuestion's PreToolUse waits for the answer from the phone.
+        if input["hook_event_name"]?.stringValue == "PreToolUse", input["tool_name"]?.stringValue == "AskUserQuestion" {
+            return true
+        }
         guard input["hook_event_name"]?.stringValue == "PermissionRequest" else { return false }
         input["timeoutSeconds"] = .double(max(1, waitSeconds - 2))
         return true

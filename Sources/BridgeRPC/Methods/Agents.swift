@@ -16,7 +16,36 @@ extension MethodTable {
         onAsync("agent.hook") { p, ctx, reply in
             var m = try ClaudeHookAdapter.map(p.raw, engine: host.engine, ids: &box.ids)
             try AgentMethods.limitWait(&m, p, settings: host.engine.settings)
+            if m.approvalRequestId != nil, !env.options.alwaysWaitForApproval,
+               let why = env.nobodyCanAnswer(except: ctx.connectionID) {
+                // Nobody to decide: the approval is never made (no phone later
+                // sees one nobody waits for); Claude Code's own prompt decides.
+                m.events.removeAll {
+                    if case .agent(let a) = $0, case .approvalRequest = a.kind { return true }
+                    return false
+                }
+                m.approvalRequestId = nil
+                m.ignore(why)
+                let applied = try AgentMethods.apply(m, host, log)
+                return reply(.success(AgentMethods.decided(applied, nil, nil, by: nil, host, noAnswerer: true)))
+            }
             let applied = try AgentMethods.apply(m, host, log)
+            if m.kind == "PreToolUse", p.raw?["tool_name"]?.stringValue == "AskUserQuestion",
+               let qid = p.raw?["tool_use_id"]?.stringValue, let sid = m.sessionId,
+               host.engine.session(sid)?.pendingQuestions.contains(where: { $0.questionId == qid }) == true {
+                // The answer from the phone goes back as the tool's input
+                // (Claude Code then skips its own dialog); with nobody to
+                // answer, Claude Code asks in the terminal at once.
+                if !env.options.alwaysWaitForApproval, let why = env.nobodyCanAnswer(except: ctx.connectionID) {
+                    log.debug("agent.hook AskUserQuestion \(qid): \(why)")
+                    return reply(.success(AgentMethods.answered(applied, nil, by: nil, input: [:], noAnswerer: true)))
+                }
+                let input = p.raw?["tool_input"]?.objectValue ?? [:]
+                env.waiters.waitForAnswer(qid) { answers, by in
+                    reply(.success(AgentMethods.answered(applied, answers, by: by, input: input)))
+                }
+                return
+            }
             guard let rid = m.approvalRequestId else {
                 // A PermissionRequest we do not take (AskUserQuestion): the
                 // hook still gets a decision, "none", and prints nothing.
@@ -83,13 +112,38 @@ enum AgentMethods {
                 "sessionStatus": status.json]
     }
 
+    /// An AskUserQuestion's PreToolUse once answered on a client: allow with
+    /// `updatedInput` = the tool input plus `answers` (question text -> the
+    /// chosen labels, joined by ", "), so Claude Code skips its dialog.
+    /// `answers` nil: nobody could answer; nothing printed.
+    static func answered(_ applied: JSON, _ answers: [String: [String]]?, by: String?, input: [String: JSON],
+                         noAnswerer: Bool = false) -> JSON {
+        guard case .object(var o) = applied else { return applied }
+        o["decision"] = .string(noAnswerer ? "noAnswerer" : "answered")
+        o["by"] = by.json
+        guard let answers else { o["hookOutput"] = .null; return .object(o) }
+        var byText: [String: JSON] = [:]
+        for q in input["questions"]?.arrayValue ?? [] {
+            guard let text = q["question"]?.stringValue else { continue }
+            if let a = answers[text] ?? q["header"]?.stringValue.flatMap({ answers[$0] }) {
+                byText[text] = .string(a.joined(separator: ", "))
+            }
+        }
+        var updated = input
+        updated["answers"] = .object(byText)
+        o["hookOutput"] = ["hookSpecificOutput": ["hookEventName": "PreToolUse", "permissionDecision": "allow",
+                                                  "updatedInput": .object(updated)]]
+        return .object(o)
+    }
+
     /// A PermissionRequest's final answer: the decision and the exact JSON
     /// the hook prints for Claude Code (null: print nothing).
     static func decided(_ applied: JSON, _ rid: String?, _ r: ApprovalResolution?, by: String?, _ host: EngineHost,
-                        options: DecisionOptions = .none, permissionSuggestions: [JSON] = []) -> JSON {
+                        options: DecisionOptions = .none, permissionSuggestions: [JSON] = [], noAnswerer: Bool = false) -> JSON {
         guard case .object(var o) = applied else { return applied }
         let decision: String
         switch r {
+        case nil where noAnswerer: decision = "noAnswerer"
         case .allow?: decision = "allow"
         case .deny?: decision = "deny"
         case .timedOut?: decision = "timeout"

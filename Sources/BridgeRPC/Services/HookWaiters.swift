@@ -41,8 +41,22 @@ final class HookWaiters {
         byConnection[connection, default: []].insert(rid)
     }
 
+    /// PreToolUse hooks for AskUserQuestion waiting for the question's
+    /// answer, by question id. A hook that goes away first leaves its waiter:
+    /// the question stays for the terminal (its PostToolUse answers it), and
+    /// the waiter's reply then goes nowhere.
+    typealias QuestionWaiter = ([String: [String]], String?) -> Void
+    private var questions: [String: [QuestionWaiter]] = [:]
+
+    func waitForAnswer(_ qid: String, _ k: @escaping QuestionWaiter) {
+        questions[qid, default: []].append(k)
+    }
+
     /// Pipeline step 4: answers the hooks waiting on what was resolved.
     func resolve(_ effects: [Effect]) {
+        for case let .questionAnswered(qid, _, answers, by) in effects {
+            for k in questions.removeValue(forKey: qid) ?? [] { k(answers, by) }
+        }
         for case let .approvalResolved(rid, _, decision, by, options) in effects {
             detach(rid)
             guard let ks = waiting.removeValue(forKey: rid) else { continue }
