@@ -31,22 +31,7 @@ public enum Secrets {
     }
 
     /// A bearer token: 32 random bytes, base64url without padding (43 chars).
-    public static func token() throws -> String { base64url(try randomBytes(32)) }
-
-    public static func base64url(_ bytes: [UInt8]) -> String {
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
-        var out = ""
-        var i = 0
-        while i < bytes.count {
-            let n = min(3, bytes.count - i)
-            var v = UInt32(bytes[i]) << 16
-            if n > 1 { v |= UInt32(bytes[i + 1]) << 8 }
-            if n > 2 { v |= UInt32(bytes[i + 2]) }
-            for k in 0...n { out.append(alphabet[Int((v >> (18 - 6 * k)) & 63)]) }
-            i += 3
-        }
-        return out
-    }
+    public static func token() throws -> String { Base64URL.encode(try randomBytes(32)) }
 
     /// Crockford base32: no I, L, O, U, so a person cannot mistype one letter for another.
     static let crockford = Array("0123456789ABCDEFGHJKMNPQRSTVWXYZ")

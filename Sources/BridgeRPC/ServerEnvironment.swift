@@ -84,11 +84,17 @@ public final class ServerEnvironment {
                                           manualEpochMs: options.manualClockStartMs)
     }
 
+    /// Why nobody could answer a question or approval the call `ctx` asks
+    /// (nil: someone can, or `--always-wait-for-approval`).
+    func noAnswerer(for ctx: RPCContext) -> String? {
+        options.alwaysWaitForApproval ? nil : nobodyCanAnswer(except: ctx.connectionID)
+    }
+
     /// Whether someone could answer an approval asked on `connection` (a
     /// hook's own connection, or an http hook's key): another open client
     /// that completed `initialize` and takes notifications, or a device with
     /// a push registration. nil: someone can; else why nobody can.
-    func nobodyCanAnswer(except connection: Int) -> String? {
+    private func nobodyCanAnswer(except connection: Int) -> String? {
         if router.all.contains(where: { $0.id != connection && $0.receivesNotifications && $0.io.isOpen }) { return nil }
         if push?.registry.all.contains(where: { !$0.ended }) == true { return nil }
         return "nobody can answer: no client connected and no push registration"

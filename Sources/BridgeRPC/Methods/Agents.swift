@@ -16,51 +16,14 @@ extension MethodTable {
         onAsync("agent.hook") { p, ctx, reply in
             var m = try ClaudeHookAdapter.map(p.raw, engine: host.engine, ids: &box.ids)
             try AgentMethods.limitWait(&m, p, settings: host.engine.settings)
-            if m.approvalRequestId != nil, !env.options.alwaysWaitForApproval,
-               let why = env.nobodyCanAnswer(except: ctx.connectionID) {
-                // Nobody to decide: the approval is never made (no phone later
-                // sees one nobody waits for); Claude Code's own prompt decides.
-                m.events.removeAll {
-                    if case .agent(let a) = $0, case .approvalRequest = a.kind { return true }
-                    return false
-                }
-                m.approvalRequestId = nil
-                m.ignore(why)
-                let applied = try AgentMethods.apply(m, host, log)
-                return reply(.success(AgentMethods.decided(applied, nil, nil, by: nil, host, noAnswerer: true)))
+            if m.approvalRequestId != nil, let why = env.noAnswerer(for: ctx) {
+                return reply(.success(try AgentMethods.withoutApproval(&m, why, host, log)))
             }
             let applied = try AgentMethods.apply(m, host, log)
-            if m.kind == "PreToolUse", p.raw?["tool_name"]?.stringValue == "AskUserQuestion",
-               let qid = p.raw?["tool_use_id"]?.stringValue, let sid = m.sessionId,
-               host.engine.session(sid)?.pendingQuestions.contains(where: { $0.questionId == qid }) == true {
-                // The answer from the phone goes back as the tool's input
-                // (Claude Code then skips its own dialog); with nobody to
-                // answer, Claude Code asks in the terminal at once.
-                if !env.options.alwaysWaitForApproval, let why = env.nobodyCanAnswer(except: ctx.connectionID) {
-                    log.debug("agent.hook AskUserQuestion \(qid): \(why)")
-                    return reply(.success(AgentMethods.answered(applied, nil, by: nil, input: [:], noAnswerer: true)))
-                }
-                let input = p.raw?["tool_input"]?.objectValue ?? [:]
-                env.waiters.waitForAnswer(qid) { answers, by in
-                    reply(.success(AgentMethods.answered(applied, answers, by: by, input: input)))
-                }
-                return
+            if let qid = AgentMethods.pendingQuestion(m, p.raw, host) {
+                return AgentMethods.waitForAnswer(qid, applied, p.raw, env, ctx, reply)
             }
-            guard let rid = m.approvalRequestId else {
-                // A PermissionRequest we do not take (AskUserQuestion): the
-                // hook still gets a decision, "none", and prints nothing.
-                return reply(.success(m.kind == "PermissionRequest" ? AgentMethods.decided(applied, nil, nil, by: nil, host) : applied))
-            }
-            guard let pending = host.engine.pendingApprovals.first(where: { $0.requestId == rid }) else {
-                // Nothing to wait for (cannot normally happen: ids are fresh).
-                return reply(.success(AgentMethods.decided(applied, rid, nil, by: nil, host)))
-            }
-            // "Always allow" hands back what the approval kept of the request's suggestions.
-            let suggestions = pending.permissionSuggestions
-            env.waiters.wait(rid, session: m.sessionId, connection: ctx.connectionID, now: host.now) { resolution, by, options in
-                reply(.success(AgentMethods.decided(applied, rid, resolution, by: by, host, options: options,
-                                                    permissionSuggestions: suggestions)))
-            }
+            AgentMethods.waitForDecision(m, applied, env, ctx, reply)
         }
 
         on("agent.streamJson") { p, _ in
@@ -74,6 +37,62 @@ extension MethodTable {
 }
 
 enum AgentMethods {
+    /// A PermissionRequest nobody can answer: the approval is never made
+    /// (no phone later sees one nobody waits for); Claude Code's own prompt decides.
+    static func withoutApproval(_ m: inout AgentMapping, _ why: String, _ host: EngineHost, _ log: Logger) throws -> JSON {
+        m.events.removeAll {
+            if case .agent(let a) = $0, case .approvalRequest = a.kind { return true }
+            return false
+        }
+        m.approvalRequestId = nil
+        m.ignore(why)
+        return decided(try apply(m, host, log), nil, nil, by: nil, host, noAnswerer: true)
+    }
+
+    /// The question id of an AskUserQuestion PreToolUse whose question is pending.
+    static func pendingQuestion(_ m: AgentMapping, _ raw: JSON?, _ host: EngineHost) -> String? {
+        guard m.kind == "PreToolUse", raw?["tool_name"]?.stringValue == "AskUserQuestion",
+              let qid = raw?["tool_use_id"]?.stringValue, let sid = m.sessionId,
+              host.engine.session(sid)?.pendingQuestions.contains(where: { $0.questionId == qid }) == true else { return nil }
+        return qid
+    }
+
+    /// The answer from a client goes back as the tool's input (Claude Code
+    /// then skips its own dialog); with nobody to answer, Claude Code asks
+    /// in the terminal at once.
+    static func waitForAnswer(_ qid: String, _ applied: JSON, _ raw: JSON?, _ env: ServerEnvironment, _ ctx: RPCContext,
+                              _ reply: @escaping RPCReply) {
+        if let why = env.noAnswerer(for: ctx) {
+            env.log.debug("agent.hook AskUserQuestion \(qid): \(why)")
+            return reply(.success(answered(applied, nil, by: nil, input: [:], noAnswerer: true)))
+        }
+        let input = raw?["tool_input"]?.objectValue ?? [:]
+        env.waiters.waitForAnswer(qid) { answers, by in
+            reply(.success(answered(applied, answers, by: by, input: input)))
+        }
+    }
+
+    /// A PermissionRequest waits until its approval resolves; anything else
+    /// is answered at once.
+    static func waitForDecision(_ m: AgentMapping, _ applied: JSON, _ env: ServerEnvironment, _ ctx: RPCContext,
+                                _ reply: @escaping RPCReply) {
+        let host = env.engine
+        guard let rid = m.approvalRequestId else {
+            // A PermissionRequest we do not take (AskUserQuestion): the
+            // hook still gets a decision, "none", and prints nothing.
+            return reply(.success(m.kind == "PermissionRequest" ? decided(applied, nil, nil, by: nil, host) : applied))
+        }
+        guard let pending = host.engine.pendingApprovals.first(where: { $0.requestId == rid }) else {
+            // Nothing to wait for (cannot normally happen: ids are fresh).
+            return reply(.success(decided(applied, rid, nil, by: nil, host)))
+        }
+        // "Always allow" hands back what the approval kept of the request's suggestions.
+        let suggestions = pending.permissionSuggestions
+        env.waiters.wait(rid, session: m.sessionId, connection: ctx.connectionID, now: host.now) { resolution, by, options in
+            reply(.success(decided(applied, rid, resolution, by: by, host, options: options, permissionSuggestions: suggestions)))
+        }
+    }
+
     /// Our own field beside Claude Code's snake_case ones: how long the hook
     /// will wait. The approval expires a little before, so the person never
     /// decides something nobody is listening for. The contract keeps it

@@ -16,14 +16,8 @@ struct PushRequest: Equatable {
     /// Unix seconds after which the service may drop it (apns-expiration, Web Push TTL).
     var expiresAtSec: Int64
     /// What is sent: `body` is its JSON text, encoded once (measured, stored and sent as it is).
-    var payload: JSON { didSet { body = payload.encoded } }
-    private(set) var body: [UInt8]
-
-    var json: JSON {
-        ["registrationId": .string(registrationId), "platform": .string(platform.rawValue), "pushType": .string(pushType),
-         "priority": .int(Int64(priority)), "collapseId": collapseId.json, "expiresAtSec": .int(expiresAtSec),
-         "payload": payload]
-    }
+    let payload: JSON
+    let body: [UInt8]
 
     init(registrationId: String, platform: PushRegistration.Platform, pushType: String, priority: Int,
          collapseId: String?, expiresAtSec: Int64, payload: JSON, body: [UInt8]? = nil) {

@@ -3,24 +3,6 @@ import BridgeCore
 import Glibc
 #endif
 
-/// What a push service answered, as the queue acts on it.
-enum PushOutcome: Equatable {
-    /// 2xx: done; APNs' apns-id or the Web Push message URL.
-    case delivered(id: String?)
-    /// 429, 5xx, the connection lost: again after the backoff.
-    case retry(String)
-    /// The token or subscription is dead (410, BadDeviceToken, 404): the
-    /// registration goes and the device is told when it next connects.
-    case registrationGone(String)
-    /// Refused for good (a payload the service rejects): dropped and logged.
-    case rejected(String)
-}
-
-/// A push service client (APNs, Web Push), on the loop thread.
-protocol PushSender: AnyObject {
-    func send(_ r: PushRequest, to reg: PushRegistration, pushId: String, completion: @escaping (PushOutcome) -> Void)
-}
-
 /// The durable push queue: a push is stored in this turn's commit and sent
 /// only after it, deleted in the turn its 2xx arrives, retried with the
 /// delivery backoff otherwise. A kill -9 loses none; one sent again after a
@@ -38,12 +20,9 @@ final class PushQueue {
         /// Monotonic ns when the push was made, for the latency figures; not stored.
         var madeAtNs: UInt64 = 0
 
-        var stored: JSON {
-            ["request": request.json, "pushId": .string(pushId), "attempts": .int(Int64(attempts)), "notBeforeMs": .int(notBeforeMs)]
-        }
-
-        /// `stored` as JSON text, the payload's encoding reused (not encoded again).
-        /// The same fields as `stored` (PushRequest.json's inside), written directly.
+        /// The stored row, JSON text that `PushRequest.init(json:)` and the
+        /// loader read back, written directly so the payload's one encoding is
+        /// reused rather than encoded again.
         var storedBytes: [UInt8] {
             let r = request
             var out = [UInt8]()
@@ -102,12 +81,7 @@ final class PushQueue {
         self.metrics = metrics
         self.log = log
         for (key, v) in try store.entries(namespace: Self.namespace) {
-            let stored: JSON?
-            switch v {
-            case .json(let j): stored = j
-            case .bytes(let b): stored = JSON.parse(String(decoding: b, as: UTF8.self))
-            }
-            guard let seq = Int64(key), let j = stored, let r = j["request"].flatMap(PushRequest.init(json:)),
+            guard let seq = Int64(key), case .bytes(let b) = v, let j = JSON.parse(String(decoding: b, as: UTF8.self)), let r = j["request"].flatMap(PushRequest.init(json:)),
                   let id = j["pushId"]?.stringValue else {
                 log.warn("push queue: unreadable entry \(key) dropped")
                 _ = try? store.delete(namespace: Self.namespace, key: key)
@@ -148,7 +122,6 @@ final class PushQueue {
     }
 
     func start() { schedulePump() }
-
 
     private func key(_ seq: Int64) -> String {
         let s = String(seq)
