@@ -20,26 +20,41 @@ enum Fake {
     static let b64url = alnum + "-_"
 
     /// SplitMix64: deterministic, so a failing case fails the same way every run.
-    nonisolated(unsafe) static var state: UInt64 = 0x5EED_CB00_0000_0001
-    static func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
+    struct SplitMix {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+        /// Seeded from `text` (FNV-1a): the same template gives the same values
+        /// whatever ran before it, and tests running in parallel share no state.
+        init(seed text: String) {
+            var h: UInt64 = 0xcbf2_9ce4_8422_2325
+            for b in text.utf8 { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
+            state = h
+        }
+        init(state: UInt64) { self.state = state }
     }
+    nonisolated(unsafe) static var shared = SplitMix(state: 0x5EED_CB00_0000_0001)
     /// `n` characters of `alphabet`; when the alphabet has letters and digits,
     /// the result has both (generated secrets do).
-    static func s(_ alphabet: String, _ n: Int) -> String {
+    static func s(_ alphabet: String, _ n: Int) -> String { s(alphabet, n, using: &shared) }
+    static func s(_ alphabet: String, _ n: Int, using g: inout SplitMix) -> String {
         let a = Array(alphabet)
         while true {
-            let out = String((0..<n).map { _ in a[Int(next() % UInt64(a.count))] })
+            let out = String((0..<n).map { _ in a[Int(g.next() % UInt64(a.count))] })
             let hasDigit = out.contains { $0.isNumber }, hasLetter = out.contains { $0.isLetter }
             let needDigit = a.contains { $0.isNumber }, needLetter = a.contains { $0.isLetter }
             if n < 8 || ((!needDigit || hasDigit) && (!needLetter || hasLetter)) { return out }
         }
     }
-    static func uuid() -> String { "\(s(hex, 8))-\(s(hex, 4))-4\(s(hex, 3))-a\(s(hex, 3))-\(s(hex, 12))" }
+    static func uuid() -> String { uuid(using: &shared) }
+    static func uuid(using g: inout SplitMix) -> String {
+        "\(s(hex, 8, using: &g))-\(s(hex, 4, using: &g))-4\(s(hex, 3, using: &g))-a\(s(hex, 3, using: &g))-\(s(hex, 12, using: &g))"
+    }
     static func password() -> String { "Tr0ub4-" + s(alnum, 6) + "!" }
 
     static let alphabets: [String: String] = [
@@ -51,18 +66,19 @@ enum Fake {
     /// An example as written in redact-rules/ or Tests/redact-corpus: the
     /// escapes \n \t \r \\ decoded, {{uuid}} and {{<alphabet>:<n>}} filled in.
     static func expand(_ template: String) -> String {
+        var g = SplitMix(seed: template)
         var out = "", rest = Substring(template)
         while let c = rest.first {
             if c == "\\", let n = rest.dropFirst().first, let e = ["n": "\n", "t": "\t", "r": "\r", "\\": "\\"][n] {
                 out += e
                 rest = rest.dropFirst(2)
             } else if rest.hasPrefix("{{uuid}}") {
-                out += uuid()
+                out += uuid(using: &g)
                 rest = rest.dropFirst(8)
             } else if rest.hasPrefix("{{"), let close = rest.range(of: "}}"),
                       case let spec = rest[rest.index(rest.startIndex, offsetBy: 2)..<close.lowerBound].split(separator: ":"),
                       spec.count == 2, let a = alphabets[String(spec[0])], let n = Int(spec[1]) {
-                out += s(a, n)
+                out += s(a, n, using: &g)
                 rest = rest[close.upperBound...]
             } else {
                 out.append(c)
