@@ -10,10 +10,11 @@ const STATUS = {
   processing: ["working", "Working"],
   awaitingApproval: ["waiting", "Waiting for approval"],
   awaitingAnswer: ["waiting", "Waiting for an answer"],
+  awaitingInput: ["waiting", "Needs you in the terminal"],
   completed: ["done", "Done"],
   error: ["error", "Error"],
 };
-const TICKING = new Set(["processing", "awaitingApproval", "awaitingAnswer"]);
+const TICKING = new Set(["processing", "awaitingApproval", "awaitingAnswer", "awaitingInput"]);
 
 /** app: {model, decisions, client(), say} */
 export function renderCards(list, app) {

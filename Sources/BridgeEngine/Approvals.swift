@@ -164,6 +164,7 @@ extension Engine {
                                               sessionId: sid, deepLink: DeepLink.session(id: sid).url, actions: [])))
         }
         refreshActivity(sid, now: now, into: &effects)
+        terminalPromptRemains(sid, now: now, into: &effects)
     }
 
     /// Deadlines due at or before `now`, in time order.

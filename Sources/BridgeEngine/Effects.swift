@@ -49,7 +49,7 @@ public enum InterruptionLevel: String, Sendable, CaseIterable { case passive, ac
 /// UNNotificationCategory identifiers.
 public enum NotificationCategory: String, Sendable, CaseIterable {
     case approval, question, taskComplete, taskFailed, taskPaused, longTask, lowPowerMode, sessionHandoff
-    case connectionLost, decisionNotSent
+    case connectionLost, decisionNotSent, needsInput
 
     /// The localization key of its notifications' title.
     var titleKey: String {
@@ -64,6 +64,7 @@ public enum NotificationCategory: String, Sendable, CaseIterable {
         case .sessionHandoff: return "notification.handoff.title"
         case .connectionLost: return "notification.connection_lost.title"
         case .decisionNotSent: return "notification.decision_expired.title"
+        case .needsInput: return "notification.input.title"
         }
     }
 }

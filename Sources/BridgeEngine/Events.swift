@@ -48,6 +48,28 @@ public struct Question: Equatable, Sendable {
     }
 }
 
+/// Why an agent waits for the person with nothing we can answer for it
+/// (Claude Code's Notification hook types, and the prompt after a permission
+/// was refused in its terminal). `message`: the agent's own words, raw.
+public struct NeedsInput: Equatable, Sendable {
+    public enum Reason: String, Sendable, CaseIterable {
+        /// Its own permission prompt is on screen.
+        case permissionPrompt = "permission_prompt"
+        /// It asks something in the terminal (auto mode, an MCP elicitation).
+        case agentNeedsInput = "agent_needs_input"
+        /// It has been waiting for input for a while.
+        case idlePrompt = "idle_prompt"
+        /// The turn stopped (a permission refused in the terminal): it waits for the next prompt.
+        case nextPrompt = "next_prompt"
+    }
+    public var reason: Reason
+    public var message: String?
+    public init(reason: Reason, message: String? = nil) {
+        self.reason = reason
+        self.message = message
+    }
+}
+
 /// Input from the agent side (`agent.event`), the native types of DESIGN.md.
 public struct AgentEvent: Equatable, Sendable {
     public enum Kind: Equatable, Sendable {
@@ -66,6 +88,8 @@ public struct AgentEvent: Equatable, Sendable {
         case taskCompleted(summary: String?)
         case taskFailed(error: String?)
         case sessionHandoff(to: String?)
+        /// The agent waits for the person outside any request we hold.
+        case needsInput(NeedsInput)
 
         public var typeName: String {
             switch self {
@@ -79,6 +103,7 @@ public struct AgentEvent: Equatable, Sendable {
             case .taskCompleted: return "task_completed"
             case .taskFailed: return "task_failed"
             case .sessionHandoff: return "session_handoff"
+            case .needsInput: return "needs_input"
             }
         }
     }

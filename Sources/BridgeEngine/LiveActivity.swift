@@ -88,6 +88,7 @@ extension Engine {
         case .processing: statusKey = "activity.processing"; indicatorKey = "activity.compact.working"
         case .awaitingApproval: statusKey = "activity.awaiting_approval"; indicatorKey = "activity.compact.waiting"
         case .awaitingAnswer: statusKey = "activity.awaiting_answer"; indicatorKey = "activity.compact.waiting"
+        case .awaitingInput: statusKey = "activity.awaiting_input"; indicatorKey = "activity.compact.waiting"
         case .completed: statusKey = "activity.completed"; indicatorKey = "activity.compact.done"
         case .error: statusKey = "activity.error"; indicatorKey = "activity.compact.error"
         }

@@ -1,18 +1,22 @@
 /// OVERVIEW "Task States": what a person needs to know at a glance.
 public enum SessionStatus: String, Sendable, CaseIterable {
-    case idle, processing, awaitingApproval, awaitingAnswer, completed, error
+    case idle, processing, awaitingApproval, awaitingAnswer, awaitingInput, completed, error
 }
 
-/// One TodoWrite item (`content`, `status`, `activeForm` as Claude Code sends them).
+/// One plan item: a TodoWrite todo (`content`, `status`, `activeForm` as
+/// Claude Code sends them) or a Task tool's task (`subject` as content, and
+/// the `id` TaskUpdate names it by).
 public struct Todo: Equatable, Sendable {
     public enum State: String, Sendable, CaseIterable { case pending, in_progress, completed }
     public var content: String
     public var status: State
     public var activeForm: String?
-    public init(content: String, status: State, activeForm: String? = nil) {
+    public var id: String?
+    public init(content: String, status: State, activeForm: String? = nil, id: String? = nil) {
         self.content = content
         self.status = status
         self.activeForm = activeForm
+        self.id = id
     }
 }
 
@@ -53,8 +57,10 @@ public struct HistoryEntry: Equatable, Sendable {
 
 /// State of one agent session (DESIGN "The engine").
 public struct Session: Equatable, Sendable {
-    /// Where the run is, independent of what it waits for; `status` combines both.
-    enum Run: UInt8, Sendable { case idle, running, completed, failed }
+    /// Where the run is, independent of what it waits for; `status` combines
+    /// both. `waiting`: the agent waits for the person outside any request we
+    /// hold (its own terminal prompt, its next prompt). Raw values are stored.
+    enum Run: UInt8, Sendable { case idle, running, completed, failed, waiting }
 
     public let id: String
     public var projectName: String?
@@ -63,6 +69,8 @@ public struct Session: Equatable, Sendable {
     /// Operation text ("Running tests"), never raw command text.
     public internal(set) var operation: String?
     public internal(set) var progress: TodoProgress?
+    /// The plan behind `progress`, so a Task tool's update can be applied to it.
+    public internal(set) var todos: [Todo] = []
     public internal(set) var startedAt: Millis?
     public internal(set) var lastActivityAt: Millis
     public internal(set) var pendingApprovals: [ApprovalRequest] = []
@@ -78,6 +86,11 @@ public struct Session: Equatable, Sendable {
     /// Long-running task (> 1 h): next reminder due, Live Activity no longer used.
     var nextReminderAt: Millis?
     var longRunning = false
+    /// The "needs you" notification posted for the current wait, cleared when it ends.
+    var inputNotification: String?
+    /// Claude Code showed its own permission prompt while our request was
+    /// open: if the request ends unanswered, that prompt still waits.
+    var terminalPrompt: NeedsInput?
 
     static let historyLimit = 20
 
@@ -97,6 +110,7 @@ public struct Session: Equatable, Sendable {
             case .running: status = .processing
             case .completed: status = .completed
             case .failed: status = .error
+            case .waiting: status = .awaitingInput
             }
         }
     }
@@ -107,7 +121,7 @@ public struct Session: Equatable, Sendable {
     }
 
     /// Still needs the person or still working: candidates for the Live Activity.
-    var isActive: Bool { run == .running || !pendingApprovals.isEmpty || !pendingQuestions.isEmpty }
+    var isActive: Bool { run == .running || run == .waiting || !pendingApprovals.isEmpty || !pendingQuestions.isEmpty }
 
     public func elapsedSeconds(at now: Millis) -> Int? {
         startedAt.map { Int(max(0, now - $0) / 1000) }

@@ -72,6 +72,12 @@ enum SnapshotCoding {
         if let p = s.progress {
             o["progress"] = ["completed": .int(Int64(p.completed)), "total": .int(Int64(p.total)), "current": opt(p.current)]
         }
+        if !s.todos.isEmpty {
+            o["todos"] = .array(s.todos.map {
+                ["content": .string($0.content), "status": .string($0.status.rawValue), "activeForm": opt($0.activeForm), "id": opt($0.id)]
+            })
+        }
+        if let id = s.inputNotification { o["inputNotification"] = .string(id) }
         o["approvals"] = .array(s.pendingApprovals.map { a in
             var o: [String: JSON] = ["requestId": .string(a.requestId), "tool": tool(a.tool), "createdAt": .int(a.createdAt),
                                      "expiresAt": .int(a.expiresAt), "notificationId": opt(a.notificationId),
@@ -109,6 +115,11 @@ enum SnapshotCoding {
         if let p = j["progress"], let c = p.int("completed"), let t = p.int("total") {
             s.progress = TodoProgress(completed: Int(c), total: Int(t), current: p.str("current"))
         }
+        s.todos = j.arr("todos").compactMap { t in
+            guard let c = t.str("content"), let st = t.str("status").flatMap(Todo.State.init(rawValue:)) else { return nil }
+            return Todo(content: c, status: st, activeForm: t.str("activeForm"), id: t.str("id"))
+        }
+        s.inputNotification = j.str("inputNotification")
         for a in j.arr("approvals") {
             guard let rid = a.str("requestId"), let t = a["tool"], let c = a.int("createdAt"), let e = a.int("expiresAt")
             else { throw SnapshotError(what: "approval in session \(id)") }

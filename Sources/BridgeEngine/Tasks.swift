@@ -9,6 +9,10 @@ extension Engine {
             s.lastActivityAt = now
         }
         switch e.kind {
+        case .needsInput, .approvalCancelled, .approvalTimeout: break
+        default: inputGiven(e.sessionId, now: now, into: &effects)
+        }
+        switch e.kind {
         case .taskStarted:
             startTask(e.sessionId, now: now)
             effects.append(.sessionChanged(sessionId: e.sessionId))
@@ -45,6 +49,9 @@ extension Engine {
 
         case .sessionHandoff(let to):
             handoff(e, to: to, now: now, into: &effects)
+
+        case .needsInput(let n):
+            needInput(e, n, now: now, into: &effects)
         }
     }
 
@@ -68,11 +75,15 @@ extension Engine {
         refreshActivity(sid, now: now, into: &effects)
     }
 
-    /// TodoWrite: "3 of 7 tasks" and the current item.
+    static let maxKeptTodos = 256
+
+    /// TodoWrite or the Task tools: "3 of 7 tasks" and the current item.
     mutating func progressed(_ sid: String, _ todos: [Todo], now: Millis, into effects: inout [Effect]) {
         let p = TodoProgress(todos: todos)
         let (changed, idle) = withSession(sid, now: now) { s -> (Bool, Bool) in
-            defer { s.progress = p }
+            // The plan is kept for Task tool updates; a runaway list is cut
+            // (its counts stay whole in `progress`).
+            defer { s.progress = p; s.todos = Array(todos.prefix(Engine.maxKeptTodos)) }
             return (s.progress != p || s.run != .running, s.run != .running)
         }
         if idle { startTask(sid, now: now, keepOperation: true) }

@@ -54,7 +54,7 @@ public final class HookRequestHandle: ReplyTarget {
         // holds the handle; the timer must not keep a server alive.
         stopBackstop = endpoint.after(ms: UInt64(seconds * 1000)) { [weak self] in
             guard let self, let r = take() else { return }
-            if let env { env.waiters.connectionClosed(key, host: env.engine) }
+            if let env { env.waiters.connectionClosed(key, host: env.engine, agentLeft: false) }
             r(200, "")
         }
     }

@@ -26,6 +26,9 @@ public struct ServerOptions {
     /// (`--always-wait-for-approval`); by default it is answered at once
     /// with no decision (`decision: "noAnswerer"`).
     public var alwaysWaitForApproval = false
+    /// What resumes an ended Claude Code session with a message from a
+    /// device (`--resume-command`, run as `CMD --resume ID -p TEXT`); nil: never.
+    public var resumeCommand: String? = "claude"
     public init() {}
 }
 
@@ -60,6 +63,8 @@ public final class ServerEnvironment {
     /// outbox's delivery, decisions queued while the backend link is down.
     var snapshots: SnapshotWriter?
     var outbox: OutboxDelivery?
+    /// Messages from devices into Claude Code sessions (Stop hook, resume).
+    var inbox: AgentInbox?
     var decisions: OfflineDecisions?
     /// Paired devices and pairing codes, and the audit log; set by `start()`.
     var devices: DeviceRegistry?

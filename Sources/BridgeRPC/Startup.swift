@@ -85,6 +85,7 @@ extension ServerEnvironment {
     private func startOutbox(_ store: Store) throws -> [String: JSON] {
         let delivery = OutboxDelivery(store: store, scheduler: scheduler, router: router, log: log)
         outbox = delivery
+        inbox = AgentInbox(store: store, delivery: delivery, loop: loop, log: log, resumeCommand: options.resumeCommand)
         let requeued = try store.requeueInflight(nowMs: delivery.nowMs)
         try store.commit()
         delivery.prune()

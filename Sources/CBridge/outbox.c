@@ -299,6 +299,36 @@ int cb_outbox_take_due(cb_store_t *s, int64_t now_ms, int64_t ack_deadline_ms,
     return rc < 0 ? rc : taken;
 }
 
+int cb_outbox_take_session(cb_store_t *s, const char *session_id, const char *kind, int64_t now_ms,
+                           int64_t ack_deadline_ms, cb_outbox_visit_cb cb, void *data) {
+    int taken = 0, rc = 0;
+    for (;;) { /* the head, then the next one if the head just expired */
+        owned_row o;
+        int found = session_head(s, session_id, &o);
+        if (found <= 0) { rc = found; break; }
+        int visit = 0, again = 0;
+        if (o.m.expires_ms > 0 && o.m.expires_ms <= now_ms) {
+            if (!(rc = cb_store_begin(s)) && !(rc = set_row(s, ST_OB_SET_EXPIRED, o.m.id, now_ms, "expiring a message"))) {
+                o.m.status = CB_OUTBOX_EXPIRED;
+                visit = again = 1;
+            }
+        } else if (strcmp(o.m.kind, kind) == 0 && o.m.next_attempt_ms <= now_ms) {
+            /* queued and due, or handed out before and never acknowledged */
+            if (!(rc = cb_store_begin(s)) &&
+                !(rc = set_row(s, ST_OB_SET_INFLIGHT, o.m.id, ack_deadline_ms, "starting a delivery"))) {
+                o.m.status = CB_OUTBOX_INFLIGHT;
+                o.m.attempts++;
+                o.m.next_attempt_ms = ack_deadline_ms;
+                visit = 1;
+            }
+        }
+        if (visit) { taken++; cb(&o.m, data); }
+        free(o.buf);
+        if (rc || !again) break;
+    }
+    return rc < 0 ? rc : taken;
+}
+
 int64_t cb_outbox_next_due(cb_store_t *s) {
     int64_t best = -1;
     char *session = NULL;

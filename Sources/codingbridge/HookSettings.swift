@@ -9,10 +9,10 @@ import Glibc
 /// server, as command hooks or as http hooks.
 enum HookSettings {
     static let tokenVariable = "CODINGBRIDGE_HOOK_TOKEN"
-    /// In settings order; PreToolUse, PostToolUse and PermissionRequest take a matcher.
-    static let events = ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PermissionRequest",
-                         "Notification", "Stop", "SubagentStop", "SessionEnd"]
-    static let matched: Set<String> = ["PreToolUse", "PostToolUse", "PermissionRequest"]
+    /// In settings order; the tool events take a matcher.
+    static let events = ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure",
+                         "PermissionRequest", "Notification", "Stop", "SubagentStop", "SessionEnd"]
+    static let matched: Set<String> = ["PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionRequest"]
     /// Claude Code's own limit on a PermissionRequest hook: a few seconds
     /// over the hook's wait (`ClaudeHookExchange.defaultWaitSeconds`), so
     /// the answer always arrives before Claude Code gives up.

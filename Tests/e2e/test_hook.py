@@ -71,14 +71,14 @@ class HookProcess:
 class SocketServer:
     """The server behind a unix socket, plus a control connection for the test."""
 
-    def __init__(self, path, state=None, initialize=True):
+    def __init__(self, path, state=None, initialize=True, extra=()):
         self.path = path
         self._ids = 0
         self._replies = queue.Queue()
         self.notes = []
         where = ["--state-dir", state] if state else ["--ephemeral"]
         self.proc = subprocess.Popen([binary(), "serve", *where, "--manual-clock", "--no-stdio",
-                                      "--listen", f"unix:{path}"],
+                                      "--listen", f"unix:{path}", *extra],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 10
         while True:
@@ -259,8 +259,9 @@ def test_events_update_the_session_and_return_quickly(srv):
             {"content": "Backoff", "status": "in_progress", "activeForm": "Adding backoff"}]}), "processing"),
         (hook_input("PostToolUse", tool_name="Bash", tool_use_id="toolu_1", tool_input={"command": "go test ./..."},
                     tool_response={"stdout": "ok"}), "processing"),
+        # Claude Code idle while the turn never ended: it waits for the person.
         (hook_input("Notification", message="Claude is waiting for your input", notification_type="idle_prompt"),
-         "processing"),
+         "awaitingInput"),
     ]
     for data, status in steps:
         code, out, err, secs = run_hook(data, srv.path)

@@ -13,9 +13,9 @@ import pytest
 
 from conftest import binary
 
-EVENTS = ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PermissionRequest",
+EVENTS = ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionRequest",
           "Notification", "Stop", "SubagentStop", "SessionEnd"]
-MATCHED = {"PreToolUse", "PostToolUse", "PermissionRequest"}
+MATCHED = {"PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionRequest"}
 
 
 @pytest.fixture

@@ -191,7 +191,7 @@ def test_live_activity_progress_is_coalesced_and_the_latest_state_goes_last(h):
     h.agent.request("approval.respond", {"requestId": "r1", "decision": "allow"})
     h.ev("s1", "task_completed", summary="all green")
     end = wait_apns(h, lambda r: r.token == LIVE and r.payload["aps"]["event"] == "end")[0]
-    urgent_states = ("awaitingApproval", "awaitingAnswer", "completed", "error")
+    urgent_states = ("awaitingApproval", "awaitingAnswer", "awaitingInput", "completed", "error")
     assert "dismissal-date" in end.payload["aps"]
     assert end.headers["apns-priority"] == ("10" if end.payload["aps"]["content-state"]["status"] in urgent_states else "5")
     n = len([r for r in h.apns.requests if r.token == LIVE])

@@ -1,39 +1,45 @@
 import BridgeCore
 import BridgeEngine
 
-/// Claude Code hook input (the JSON a hook command reads on stdin):
-/// common fields `session_id`, `transcript_path`, `cwd`, `permission_mode`,
-/// `hook_event_name`, plus per event `prompt` (UserPromptSubmit),
-/// `tool_name`/`tool_input`/`tool_use_id` (PreToolUse, PostToolUse,
-/// PermissionRequest), `permission_suggestions` (PermissionRequest),
-/// `tool_response` (PostToolUse), `message`/
-/// `notification_type` (Notification), `source` (SessionStart), `reason`
-/// (SessionEnd), `stop_hook_active` (Stop, SubagentStop).
+/// Claude Code hook input (the JSON a hook command reads on stdin): common
+/// fields `session_id`, `transcript_path`, `cwd`, `permission_mode`,
+/// `hook_event_name`, `prompt_id`, `effort`, `model`, `agent_id`/`agent_type`
+/// (in a subagent), plus the event's own (docs/claude-cli.md lists what the
+/// verified version sends).
 ///
 /// Mapping (the engine decides what the person sees):
-/// - UserPromptSubmit -> task_started (processing); a PermissionRequest of
-///   this session still waiting is cancelled first (the turn it belonged to is over)
+/// - UserPromptSubmit -> task_started; a PermissionRequest of this session
+///   still waiting is cancelled first (the turn it belonged to is over)
 /// - PreToolUse -> tool_use (operation text); TodoWrite -> progress;
 ///   AskUserQuestion -> question (id = tool_use_id; `agent.hook` then waits
-///   for its answer when someone can answer, and hands it back as updatedInput)
+///   for its answer when someone can answer, and hands it back as updatedInput);
+///   the Task tools change the plan in their PostToolUse instead
 /// - PostToolUse AskUserQuestion -> the question is answered (at the terminal);
-///   PostToolUse of a tool whose PermissionRequest is still pending -> that
-///   approval is cancelled (it was granted in Claude Code's own prompt)
+///   TaskCreate/TaskUpdate -> progress (ClaudeTaskTools.swift); PostToolUse or
+///   PostToolUseFailure of a tool whose PermissionRequest is still pending ->
+///   that approval is cancelled (it was decided in Claude Code's own prompt)
 /// - PermissionRequest -> approval_request with its permission suggestions
 ///   (offered as "Always allow"); the hook waits for the decision
 ///   (AskUserQuestion's own prompt is left to Claude Code: it is a question)
+/// - Notification permission_prompt / agent_needs_input / elicitation_dialog
+///   / idle_prompt -> needs_input (the engine ignores the prompt that merely
+///   accompanies our own open request); other types: informational
 /// - Stop -> task_completed; SessionEnd while running -> task_completed
-/// - SessionStart, Notification, SubagentStop, PostToolUse of other tools,
-///   PreCompact and unknown events: ignored (state comes from the events above)
+/// - SessionStart, SubagentStart/Stop, PreCompact/PostCompact and unknown
+///   events: ignored (state comes from the events above)
 public enum ClaudeHookAdapter {
     static let source = "Claude Code hook input"
-    public static let knownEvents = ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PermissionRequest",
-                                     "Notification", "Stop", "SubagentStop", "SessionEnd", "PreCompact"]
+    public static let knownEvents = ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure",
+                                     "PermissionRequest", "Notification", "Stop", "SubagentStart", "SubagentStop",
+                                     "SessionEnd", "PreCompact", "PostCompact"]
 
     static let knownFields: Set<String> = [
         "session_id", "transcript_path", "cwd", "permission_mode", "hook_event_name", "prompt", "tool_name",
         "tool_input", "tool_use_id", "tool_response", "message", "notification_type", "source", "reason",
-        "stop_hook_active", "last_assistant_message", "timeoutSeconds", "permission_suggestions"]
+        "stop_hook_active", "last_assistant_message", "timeoutSeconds", "permission_suggestions",
+        // read by nothing, but expected: the debug log names only fields nobody knows
+        "prompt_id", "effort", "model", "background_tasks", "session_crons", "duration_ms", "agent_id", "agent_type",
+        "error", "is_interrupt", "trigger", "custom_instructions", "title", "agent_transcript_path"]
 
     public static func map(_ raw: JSON?, engine: Engine, ids: inout AgentIdSource) throws -> AgentMapping {
         let o = try AgentFields.object(raw, source)
@@ -46,24 +52,21 @@ public enum ClaudeHookAdapter {
         var h = try HookInput(o, event: event)
         switch event {
         case "UserPromptSubmit": try h.userPromptSubmit(engine)
-        case "PreToolUse":
-            let t = try h.tool()
-            ToolCalls.map(name: t.name, input: t.input, toolUseId: t.id, sessionId: h.sid, projectPath: h.cwd, ids: &ids, into: &h.m)
+        case "PreToolUse": try h.preToolUse(&ids)
         case "PostToolUse": try h.postToolUse(engine)
+        case "PostToolUseFailure": try h.toolFailed(engine)
         case "PermissionRequest": try h.permissionRequest(&ids)
         case "Stop":
             _ = try AgentFields.optionalBool(o, "stop_hook_active", source)
             h.add(.taskCompleted(summary: try AgentFields.optionalString(o, "last_assistant_message", source)))
         case "SessionEnd": try h.sessionEnd(engine)
-        case "Notification":
-            _ = try AgentFields.optionalString(o, "message", source)
-            h.m.ignore("Notification: informational (approvals come from PermissionRequest, completion from Stop)")
+        case "Notification": try h.notification()
         case "SessionStart":
             _ = try AgentFields.optionalString(o, "source", source)
             h.m.ignore("SessionStart: the session shows once a prompt is submitted")
-        case "SubagentStop":
-            h.m.ignore("SubagentStop: the main agent is still working")
-        default: // PreCompact
+        case "SubagentStart", "SubagentStop":
+            h.m.ignore("\(event): the main agent is still working")
+        default: // PreCompact, PostCompact
             h.m.ignore("\(event): nothing to show")
         }
         return h.m
@@ -107,6 +110,14 @@ public enum ClaudeHookAdapter {
             add(.taskStarted(prompt: prompt))
         }
 
+        mutating func preToolUse(_ ids: inout AgentIdSource) throws {
+            let t = try tool()
+            if ClaudeTaskTools.names.contains(t.name) {
+                return m.ignore("PreToolUse \(t.name): the plan changes when the tool has run (PostToolUse)")
+            }
+            ToolCalls.map(name: t.name, input: t.input, toolUseId: t.id, sessionId: sid, projectPath: cwd, ids: &ids, into: &m)
+        }
+
         mutating func postToolUse(_ engine: Engine) throws {
             let t = try tool()
             let session = engine.session(sid)
@@ -115,13 +126,46 @@ public enum ClaudeHookAdapter {
                 let answers = ToolCalls.answers(from: o["tool_response"])
                 if answers.isEmpty { m.ignore("AskUserQuestion result carries no answers we can read") }
                 else { m.events.append(.questionAnswer(questionId: qid, answers: answers, deviceId: "terminal")) }
-            } else if let stale = session?.pendingApprovals.filter({ isHookRequest($0, for: t.name, t.input) }), !stale.isEmpty {
-                // The tool ran, so its permission was granted in Claude Code's
-                // own prompt: the phone must stop asking.
-                for a in stale { add(.approvalCancelled(requestId: a.requestId)) }
-            } else {
+            } else if ClaudeTaskTools.names.contains(t.name) {
+                if let plan = ClaudeTaskTools.plan(after: t.name, input: t.input, response: o["tool_response"],
+                                                   current: session?.todos ?? [], into: &m) {
+                    add(.progress(todos: plan))
+                } else if m.ignored.isEmpty {
+                    m.ignore("PostToolUse \(t.name): the plan is unchanged")
+                }
+            } else if !cancelStaleApprovals(session, t) {
                 m.ignore("PostToolUse: the operation line already shows \(t.name)")
             }
+        }
+
+        /// The tool ran (or failed to), so its permission was decided in
+        /// Claude Code's own prompt: the phone must stop asking.
+        mutating func cancelStaleApprovals(_ session: Session?, _ t: (name: String, input: [String: JSON], id: String?)) -> Bool {
+            let stale = session?.pendingApprovals.filter { isHookRequest($0, for: t.name, t.input) } ?? []
+            for a in stale { add(.approvalCancelled(requestId: a.requestId)) }
+            return !stale.isEmpty
+        }
+
+        mutating func toolFailed(_ engine: Engine) throws {
+            let t = try tool()
+            _ = try AgentFields.optionalString(o, "error", source)
+            if !cancelStaleApprovals(engine.session(sid), t) {
+                m.ignore("PostToolUseFailure: Claude reads the error and goes on")
+            }
+        }
+
+        /// Claude Code waits for the person in its terminal: "needs you".
+        mutating func notification() throws {
+            let message = try AgentFields.optionalString(o, "message", source)
+            let type = try AgentFields.optionalString(o, "notification_type", source)
+            let reason: NeedsInput.Reason
+            switch type {
+            case "permission_prompt": reason = .permissionPrompt
+            case "agent_needs_input", "elicitation_dialog": reason = .agentNeedsInput
+            case "idle_prompt": reason = .idlePrompt
+            default: return m.ignore("Notification \(type ?? "without a type"): informational")
+            }
+            add(.needsInput(NeedsInput(reason: reason, message: message)))
         }
 
         mutating func permissionRequest(_ ids: inout AgentIdSource) throws {
@@ -159,7 +203,7 @@ public enum ClaudeHookAdapter {
 
         mutating func sessionEnd(_ engine: Engine) throws {
             let reason = try AgentFields.optionalString(o, "reason", source) ?? "other"
-            if let s = engine.session(sid), [.processing, .awaitingApproval, .awaitingAnswer].contains(s.status) {
+            if let s = engine.session(sid), [.processing, .awaitingApproval, .awaitingAnswer, .awaitingInput].contains(s.status) {
                 add(.taskCompleted(summary: "Session ended (\(reason))"))
             } else {
                 m.ignore("SessionEnd: the session is not running")

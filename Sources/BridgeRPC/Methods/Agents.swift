@@ -16,6 +16,13 @@ extension MethodTable {
         onAsync("agent.hook") { p, ctx, reply in
             var m = try ClaudeHookAdapter.map(p.raw, engine: host.engine, ids: &box.ids)
             try AgentMethods.limitWait(&m, p, settings: host.engine.settings)
+            if let inbox = env.inbox, let sid = m.sessionId {
+                inbox.seen(sessionId: sid, event: m.kind, input: p.raw)
+                if m.kind == "Stop", let message = inbox.takeForStop(sid, input: p.raw) {
+                    return reply(.success(try AgentMethods.continueWith(message, &m, host, log)))
+                }
+                if m.kind == "SessionEnd" { inbox.sessionEnded(sid) }
+            }
             if m.approvalRequestId != nil, let why = env.noAnswerer(for: ctx) {
                 return reply(.success(try AgentMethods.withoutApproval(&m, why, host, log)))
             }
@@ -49,6 +56,20 @@ enum AgentMethods {
         return decided(try apply(m, host, log), nil, nil, by: nil, host, noAnswerer: true)
     }
 
+    /// A Stop while a device's message waits: Claude Code is told to go on
+    /// with it (Stop decision control `block` with the text as the reason),
+    /// so the turn does not complete.
+    static func continueWith(_ message: (id: Int64, text: String), _ m: inout AgentMapping, _ host: EngineHost,
+                             _ log: Logger) throws -> JSON {
+        m.events.removeAll()
+        m.ignore("Stop: message \(message.id) from a device continues the session")
+        guard case .object(var o) = try apply(m, host, log) else { return .null }
+        o["decision"] = "continue"
+        o["messageId"] = .int(message.id)
+        o["hookOutput"] = ["decision": "block", "reason": .string(message.text)]
+        return .object(o)
+    }
+
     /// The question id of an AskUserQuestion PreToolUse whose question is pending.
     static func pendingQuestion(_ m: AgentMapping, _ raw: JSON?, _ host: EngineHost) -> String? {
         guard m.kind == "PreToolUse", raw?["tool_name"]?.stringValue == "AskUserQuestion",
@@ -67,7 +88,7 @@ enum AgentMethods {
             return reply(.success(answered(applied, nil, by: nil, input: [:], noAnswerer: true)))
         }
         let input = raw?["tool_input"]?.objectValue ?? [:]
-        env.waiters.waitForAnswer(qid) { answers, by in
+        env.waiters.waitForAnswer(qid, connection: ctx.connectionID) { answers, by in
             reply(.success(answered(applied, answers, by: by, input: input)))
         }
     }

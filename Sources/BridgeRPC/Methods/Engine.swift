@@ -174,7 +174,8 @@ extension MethodTable {
 /// Params -> engine values, with -32602 errors that name the offending field.
 enum EngineParams {
     static let eventTypes = ["task_started", "tool_use", "progress", "approval_request", "approval_cancelled",
-                             "approval_timeout", "question", "task_completed", "task_failed", "session_handoff"]
+                             "approval_timeout", "question", "task_completed", "task_failed", "session_handoff",
+                             "needs_input"]
 
     static func bad(_ param: String, _ expected: String, _ got: JSON) -> RPCError {
         .invalidParams("invalid params: '\(param)' must be \(expected)",
@@ -314,6 +315,9 @@ enum EngineParams {
         case "question": kind = .question(questionId: try p.nonEmpty("questionId"), questions: try questions(p))
         case "task_completed": kind = .taskCompleted(summary: try p.optional("summary"))
         case "task_failed": kind = .taskFailed(error: try p.optional("error"))
+        case "needs_input":
+            let reason = try p.oneOf("reason", NeedsInput.Reason.allCases.map(\.rawValue))
+            kind = .needsInput(NeedsInput(reason: NeedsInput.Reason(rawValue: reason)!, message: try p.optional("message")))
         default: kind = .sessionHandoff(to: try p.optional("handedOffTo"))
         }
         return AgentEvent(sessionId: sid, kind: kind, projectName: try p.optional("projectName"),

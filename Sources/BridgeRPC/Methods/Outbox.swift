@@ -53,6 +53,7 @@ extension MethodTable {
                                   expiresMs: ttl.map { now.addingReportingOverflow($0).overflow ? .max : now + $0 })
             }
             delivery.schedulePump()
+            if !r.existed { env.inbox?.queued(sessionId: sessionId) }
             // The person continues the session from this device (hand-off).
             if !r.existed { env.engine.apply(.userMessage(sessionId: sessionId, deviceId: device)) }
             guard let m = try StoreRPCError.call({ try store.message(id: r.id) }) else { throw RPCError.internalError("message \(r.id) vanished") }

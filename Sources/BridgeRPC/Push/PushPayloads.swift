@@ -121,7 +121,7 @@ enum PushPayloads {
     /// completion, error. Progress goes at 5 (and is coalesced).
     static func isUrgent(_ c: ActivityContent) -> Bool {
         switch c.status {
-        case .awaitingApproval, .awaitingAnswer, .completed, .error: return true
+        case .awaitingApproval, .awaitingAnswer, .awaitingInput, .completed, .error: return true
         case .idle, .processing: return false
         }
     }

@@ -3,9 +3,10 @@ import BridgeEngine
 
 /// Hook requests (`agent.hook` PermissionRequest) waiting for their approval
 /// to resolve: decided by a person on any client, timed out by the engine,
-/// or cancelled. A hook whose connection closes first (Claude Code killed it:
-/// the person answered in the terminal) cancels its approval; so does an
-/// http hook whose HTTP client goes away. Waiters are keyed by connection
+/// or cancelled. A hook whose connection closes first (Claude Code cancelled
+/// it: the person refused in the terminal) cancels its approval, and the
+/// session waits for its next prompt; so does an http hook whose HTTP client
+/// goes away. Waiters are keyed by connection
 /// id, and each http hook request takes a key of its own that no connection
 /// has (`newRequestKey`), so it is cancelled alone. The requests a
 /// hook waits on are also kept durably, so a restart knows which restored
@@ -42,20 +43,32 @@ final class HookWaiters {
     }
 
     /// PreToolUse hooks for AskUserQuestion waiting for the question's
-    /// answer, by question id. A hook that goes away first leaves its waiter:
-    /// the question stays for the terminal (its PostToolUse answers it), and
-    /// the waiter's reply then goes nowhere.
+    /// answer, by question id. A hook that goes away first takes its waiter
+    /// with it: the question stays for the terminal (its PostToolUse answers it).
     typealias QuestionWaiter = ([String: [String]], String?) -> Void
-    private var questions: [String: [QuestionWaiter]] = [:]
+    private var questions: [String: [(connection: Int, k: QuestionWaiter)]] = [:]
+    private var questionsByConnection: [Int: Set<String>] = [:]
 
-    func waitForAnswer(_ qid: String, _ k: @escaping QuestionWaiter) {
-        questions[qid, default: []].append(k)
+    func waitForAnswer(_ qid: String, connection: Int, _ k: @escaping QuestionWaiter) {
+        questions[qid, default: []].append((connection, k))
+        questionsByConnection[connection, default: []].insert(qid)
+    }
+
+    private func dropQuestionWaiters(of connection: Int) {
+        for qid in questionsByConnection.removeValue(forKey: connection) ?? [] {
+            questions[qid]?.removeAll { $0.connection == connection }
+            if questions[qid]?.isEmpty == true { questions[qid] = nil }
+        }
     }
 
     /// Pipeline step 4: answers the hooks waiting on what was resolved.
     func resolve(_ effects: [Effect]) {
         for case let .questionAnswered(qid, _, answers, by) in effects {
-            for k in questions.removeValue(forKey: qid) ?? [] { k(answers, by) }
+            for w in questions.removeValue(forKey: qid) ?? [] {
+                questionsByConnection[w.connection]?.remove(qid)
+                if questionsByConnection[w.connection]?.isEmpty == true { questionsByConnection[w.connection] = nil }
+                w.k(answers, by)
+            }
         }
         for case let .approvalResolved(rid, _, decision, by, options) in effects {
             detach(rid)
@@ -68,11 +81,17 @@ final class HookWaiters {
     /// A connection closed (or an http hook request was given up): nobody is left to act on its decisions, so the
     /// phone stops asking (their waiters stay until the approval resolves;
     /// their replies then go nowhere).
-    func connectionClosed(_ connection: Int, host: EngineHost) {
+    /// `agentLeft`: the agent side went away (not our own backstop giving up).
+    func connectionClosed(_ connection: Int, host: EngineHost, agentLeft: Bool = true) {
+        dropQuestionWaiters(of: connection)
         guard let rids = byConnection.removeValue(forKey: connection) else { return }
         for rid in rids.sorted() {
             connectionOf[rid] = nil
-            if cancel(rid, host) { log.debug("agent.hook connection \(connection) closed while \(rid) was pending: cancelled") }
+            guard let sid = cancel(rid, host), agentLeft else { continue }
+            log.debug("agent.hook connection \(connection) closed while \(rid) was pending: cancelled")
+            // Claude Code cancels a waiting hook when the person refuses in its
+            // terminal prompt: the turn stops and it waits for the next prompt.
+            host.apply(.agent(AgentEvent(sessionId: sid, kind: .needsInput(NeedsInput(reason: .nextPrompt)))))
         }
     }
 
@@ -83,15 +102,15 @@ final class HookWaiters {
         let earlier = (try? store?.entries(namespace: Self.namespace)) ?? []
         for (rid, _) in earlier {
             forgetDurably(rid)
-            if cancel(rid, host) { log.info("restored \(rid): its hook is gone with the previous run; cancelled") }
+            if cancel(rid, host) != nil { log.info("restored \(rid): its hook is gone with the previous run; cancelled") }
         }
     }
 
-    /// Cancels `rid` if it is still pending; whether it was.
-    private func cancel(_ rid: String, _ host: EngineHost) -> Bool {
-        guard let a = host.engine.pendingApprovals.first(where: { $0.requestId == rid }) else { return false }
+    /// Cancels `rid` if it is still pending; its session if it was.
+    private func cancel(_ rid: String, _ host: EngineHost) -> String? {
+        guard let a = host.engine.pendingApprovals.first(where: { $0.requestId == rid }) else { return nil }
         host.apply(.agent(AgentEvent(sessionId: a.sessionId, kind: .approvalCancelled(requestId: rid))))
-        return true
+        return a.sessionId
     }
 
     private func detach(_ rid: String) {

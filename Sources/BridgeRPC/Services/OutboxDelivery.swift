@@ -88,6 +88,13 @@ final class OutboxDelivery {
         armWakeup()
     }
 
+    /// Tells every client that message `id` finished without delivery, after the commit that says so.
+    func notifyUndeliverable(_ id: Int64) {
+        guard let m = try? store.message(id: id) else { return }
+        let note = undeliverable(m, status: m.status.rawValue, error: m.lastError ?? "not delivered")
+        store.afterCommit { [router] _ in router.send("outbox.undeliverable", note, to: .all) }
+    }
+
     private func undeliverable(_ m: OutboxMessage, status: String, error: String) -> JSON {
         ["id": .int(m.id), "sessionId": .string(m.sessionId), "kind": .string(m.kind), "status": .string(status),
          "attempts": .int(Int64(m.attempts)), "error": .string(error)]

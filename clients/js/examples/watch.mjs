@@ -12,7 +12,7 @@ import { createInterface } from "node:readline/promises";
 import { parseArgs } from "node:util";
 import { connectUnix } from "../node.js";
 
-const MARKS = { processing: "●", awaitingApproval: "◆", awaitingAnswer: "◆", completed: "✓", error: "✗" };
+const MARKS = { processing: "●", awaitingApproval: "◆", awaitingAnswer: "◆", awaitingInput: "◆", completed: "✓", error: "✗" };
 
 const name = (s) => s.projectName || path.basename(s.projectPath || "") || s.id;
 

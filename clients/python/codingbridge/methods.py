@@ -9,7 +9,7 @@ objects, as dicts. Tests/e2e/test_clients.py checks these against the spec.
 from typing import Any, Dict, Literal, Optional
 
 Decision = Literal["allow", "deny"]
-Status = Literal["idle", "processing", "awaitingApproval", "awaitingAnswer", "completed", "error"]
+Status = Literal["idle", "processing", "awaitingApproval", "awaitingAnswer", "awaitingInput", "completed", "error"]
 EventType = Literal["task_started", "tool_use", "progress", "approval_request", "approval_cancelled",
                     "approval_timeout", "question", "task_completed", "task_failed", "session_handoff"]
 

@@ -17,7 +17,7 @@ import threading
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from codingbridge import RPCError, connect_unix  # noqa: E402
 
-MARKS = {"processing": "●", "awaitingApproval": "◆", "awaitingAnswer": "◆", "completed": "✓", "error": "✗"}
+MARKS = {"processing": "●", "awaitingApproval": "◆", "awaitingAnswer": "◆", "awaitingInput": "◆", "completed": "✓", "error": "✗"}
 
 
 def name(s):

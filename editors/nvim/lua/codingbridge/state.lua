@@ -44,7 +44,7 @@ function M.name(s)
 end
 
 local function needs_you(s)
-  return s.status == 'awaitingApproval' or s.status == 'awaitingAnswer'
+  return s.status == 'awaitingApproval' or s.status == 'awaitingAnswer' or s.status == 'awaitingInput'
 end
 
 -- Sessions for display: the ones waiting for the person first (that is the
@@ -77,6 +77,7 @@ end
 local tails = {
   awaitingApproval = { '◆', 'Approval needed' },
   awaitingAnswer = { '◆', 'Question pending' },
+  awaitingInput = { '◆', 'needs you' },
   completed = { '✓', 'done' },
   error = { '✗', 'failed' },
   idle = { '○', 'idle' },
