@@ -571,6 +571,10 @@ static int assign_follows(const unsigned char *u, size_t n, size_t j) {
         for (j += 3; j < lim && (is_alnum(u[j]) || u[j] == '.'); j++) {}
         while (j < n && u[j] == ' ') j++;
     }
+    /* Make's API_KEY ?= v, JavaScript's token ??= "v" */
+    while (j + 1 < n && u[j] == '?' && (u[j + 1] == '=' || u[j + 1] == '?')) j++;
+    /* R's api_key <- "v" (and <<-) */
+    if (j + 1 < n && u[j] == '<' && (u[j + 1] == '-' || (u[j + 1] == '<' && j + 2 < n && u[j + 2] == '-'))) return 1;
     return j < n && (u[j] == ':' || u[j] == '=');
 }
 

@@ -201,9 +201,11 @@ int cb_redact_looks_random(const char *s, size_t len) {
     /* A random string over [A-Za-z0-9] of length n has an entropy close to
      * log2(min(n, 62)); require most of it (12 chars: ~3.3, 20+: ~3.6). */
     double need = len >= 20 ? 3.4 : 3.0;
-    /* Hex has 16 symbols: 32 random hex bytes average ~3.55 bits and fall
-     * under 3.4 one time in 15. */
-    if (is_hex(s, len)) need = len >= 20 ? 3.1 : 2.8;
+    /* Hex has 16 symbols, so a random hex value's entropy grows slowly with
+     * its length: the floors sit near the 1st percentile of random draws
+     * (20 chars: 2.90, 24: 3.04, 32: 3.27); one flat 3.1 dropped one random
+     * 20-char hex secret (a Pusher secret) in ten. */
+    if (is_hex(s, len)) need = len >= 32 ? 3.1 : len >= 24 ? 2.95 : len >= 20 ? 2.8 : len >= 16 ? 2.6 : 2.8;
     if (h < need) return 0;
     /* Last, the costlier judgements on what passed the cheap ones. */
     if (cb_redact_is_placeholder(s, len) || cb_redact_is_path(s, len)) return 0;
