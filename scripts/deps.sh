@@ -5,7 +5,7 @@ set -euo pipefail
 apt_pkgs=(libuv1-dev libjansson-dev libpcre2-dev libsqlite3-dev pkg-config
           libh2o-dev libwslay-dev libssl-dev libqrencode-dev libcurl4-openssl-dev)
 if [ "${1:-}" = "--test" ]; then
-    apt_pkgs+=(chromium chromium-driver neovim)  # the browser tests; the Neovim plugin's test
+    apt_pkgs+=(chromium chromium-driver neovim tmux)  # the browser tests; the Neovim plugin's test; tmux for the interactive Claude Code tests
     command -v node >/dev/null || apt_pkgs+=(nodejs)   # the JS client (Node 18+)
 fi
 missing=()

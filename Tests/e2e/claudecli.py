@@ -31,10 +31,24 @@ run_claude(claude, api, cwd, home, settings, prompt, timeout) -> ClaudeRun:
     CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1, started in the background;
     ClaudeRun.wait() -> (exit code, the stream-json events, stderr).
 
-hook_settings(binary, state_dir, record=None) -> the settings dict that
-    `codingbridge hook --print-settings --state-dir D` prints, with the hook
-    command made the binary's absolute path. With `record=PATH` every hook
+turns(*steps, final="Done.")  a script for several turns: the main
+    conversation's Nth request (N = the assistant messages it carries, so a
+    tool result or a Stop hook's block each start the next step) gets
+    steps[N] (a list of blocks, see tool_use/text), then `final` as text.
+    Side requests get a short text. TASK_TOOLS_STEPS is the plan flow:
+    ToolSearch "select:TaskCreate,TaskUpdate,TaskList", two TaskCreate in one
+    turn, TaskUpdate 1 in_progress, TaskUpdate 1 completed (task ids are "1",
+    "2", ... in creation order, per session).
+user_texts(body)  the text of every user message in a request (strings and
+    text blocks), e.g. the Stop hook feedback that follows a block.
+
+hook_settings(binary, state_dir, record=None, also=()) -> the settings dict
+    that `codingbridge hook --print-settings --state-dir D` prints, with the
+    hook command made the binary's absolute path. With `record=PATH` every hook
     input is also appended (one JSON per line) to PATH before the hook reads it.
+    `also`: more hook events (e.g. "PostToolUseFailure", "TaskCreated") that
+    are only recorded, not given to the daemon (needs `record`); those the
+    daemon's settings already have are left as they are.
 """
 import glob
 import json
@@ -276,9 +290,53 @@ def bash_then_text(command, final, times=1):
     return script
 
 
+def text(t):
+    return {"type": "text", "text": t}
+
+
+def tool_use(name, input):
+    return {"type": "tool_use", "name": name, "input": input}
+
+
+def turns(*steps, final="Done."):
+    def script(body, earlier):
+        if not offers_tool(body, "Bash"):
+            return [text("Echo test")]
+        n = sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
+        return list(steps[n]) if n < len(steps) else [text(final)]
+    return script
+
+
+TASK_TOOLS_STEPS = (
+    [tool_use("ToolSearch", {"query": "select:TaskCreate,TaskUpdate,TaskList", "max_results": 5})],
+    [tool_use("TaskCreate", {"subject": "Write tests", "description": "Add the e2e tests", "activeForm": "Writing tests"}),
+     tool_use("TaskCreate", {"subject": "Run tests", "description": "Run them", "activeForm": "Running tests"})],
+    [tool_use("TaskUpdate", {"taskId": "1", "status": "in_progress"})],
+    [tool_use("TaskUpdate", {"taskId": "1", "status": "completed"})],
+)
+
+
+def user_texts(body):
+    out = []
+    for m in body.get("messages", []):
+        if m.get("role") != "user":
+            continue
+        c = m.get("content")
+        if isinstance(c, str):
+            out.append(c)
+        elif isinstance(c, list):
+            out.extend(b.get("text", "") for b in c if isinstance(b, dict) and b.get("type") == "text")
+    return out
+
+
 # ---- running the CLI -----------------------------------------------------------
 
-def hook_settings(binary, state_dir, record=None):
+def _recorder(record):
+    return (f"python3 -c 'import sys; d=sys.stdin.read(); "
+            f"open(sys.argv[1],\"a\").write(d.strip()+\"\\n\"); sys.stdout.write(d)' {shlex.quote(record)}")
+
+
+def hook_settings(binary, state_dir, record=None, also=()):
     out = subprocess.run([binary, "hook", "--print-settings", "--state-dir", state_dir],
                          capture_output=True, text=True, check=True, timeout=30).stdout
     settings = json.loads(out)
@@ -290,10 +348,14 @@ def hook_settings(binary, state_dir, record=None):
                 cmd = hook + h["command"][len("codingbridge hook"):]
                 if record:
                     # The input as Claude Code sent it, one line per event, then the hook itself.
-                    cmd = (f"python3 -c 'import sys; d=sys.stdin.read(); "
-                           f"open(sys.argv[1],\"a\").write(d.strip()+\"\\n\"); sys.stdout.write(d)' "
-                           f"{shlex.quote(record)} | {cmd}")
+                    cmd = f"{_recorder(record)} | {cmd}"
                 h["command"] = cmd
+    for event in also:
+        assert record, "also= needs record="
+        if event in settings["hooks"]:     # the daemon's own hook records it already
+            continue
+        settings["hooks"][event] = [{"matcher": "*", "hooks": [{"type": "command",
+                                                                "command": f"{_recorder(record)} >/dev/null"}]}]
     return settings
 
 

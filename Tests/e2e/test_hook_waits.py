@@ -193,7 +193,7 @@ def test_a_message_from_the_phone_goes_in_at_the_next_stop(srv):
     m = srv.request("message.send", {"sessionId": SID, "text": "Also update the changelog", "deviceId": "iphone"})
     assert outbox(srv)[0]["status"] == "queued"
     out = hook(srv, "Stop", stop_hook_active=False, last_assistant_message="Fixed.")
-    assert out == {"decision": "block", "reason": "Also update the changelog"}
+    assert out["decision"] == "block" and out["reason"].endswith("next prompt:\n\nAlso update the changelog"), out
     assert session(srv)["status"] == "processing"  # not completed: Claude goes on
     (row,) = outbox(srv)
     assert (row["id"], row["status"], row["attempts"]) == (m["id"], "inflight", 1)
@@ -208,8 +208,8 @@ def test_messages_go_in_one_per_stop_in_order(srv):
     hook(srv, "UserPromptSubmit", prompt="Go")
     for t in ["first", "second"]:
         srv.request("message.send", {"sessionId": SID, "text": t})
-    assert hook(srv, "Stop", stop_hook_active=False)["reason"] == "first"
-    assert hook(srv, "Stop", stop_hook_active=True)["reason"] == "second"
+    assert hook(srv, "Stop", stop_hook_active=False)["reason"].endswith("\n\nfirst")
+    assert hook(srv, "Stop", stop_hook_active=True)["reason"].endswith("\n\nsecond")
     assert hook(srv, "Stop", stop_hook_active=True) is None
     assert [m["status"] for m in outbox(srv)] == ["delivered", "delivered"]
 
@@ -223,7 +223,7 @@ def test_a_message_whose_stop_reply_was_lost_goes_again_at_the_next_stop(srv):
     # the person's next prompt is no proof it read the message.
     hook(srv, "UserPromptSubmit", prompt="next thing")
     assert outbox(srv)[0]["status"] == "inflight"
-    assert hook(srv, "Stop", stop_hook_active=False)["reason"] == "again please"
+    assert hook(srv, "Stop", stop_hook_active=False)["reason"].endswith("\n\nagain please")
     assert outbox(srv)[0]["attempts"] == 2
     hook(srv, "Stop", stop_hook_active=True)
     assert outbox(srv)[0]["status"] == "delivered"
@@ -252,10 +252,10 @@ def test_a_message_to_an_ended_session_resumes_it(sockdir, tmp_path):
         hook(s, "UserPromptSubmit", prompt="Write the report", cwd=str(project))
         hook(s, "Stop", stop_hook_active=False, cwd=str(project))
         hook(s, "SessionEnd", reason="other", cwd=str(project))
-        m = s.request("message.send", {"sessionId": SID, "text": "Add a summary table"})
+        m = s.request("message.send", {"sessionId": SID, "text": "--not-an-option please"})
         wait_until(lambda: outbox(s)[0]["status"] == "delivered", "the resumed session never acknowledged the message")
         lines = args_file.read_text().splitlines()
-        assert lines == ["--resume", SID, "-p", "Add a summary table", str(project)], lines
+        assert lines == ["--resume", SID, "-p", "--", "--not-an-option please", str(project)], lines
         assert outbox(s)[0]["id"] == m["id"]
     finally:
         s.close()
@@ -287,6 +287,67 @@ def test_no_resume_command_leaves_the_message_for_the_next_stop(sockdir, tmp_pat
         time.sleep(0.3)
         assert outbox(s)[0]["status"] == "queued"
         hook(s, "UserPromptSubmit", prompt="back")
-        assert hook(s, "Stop", stop_hook_active=False)["reason"] == "later"
+        assert hook(s, "Stop", stop_hook_active=False)["reason"].endswith("\n\nlater")
     finally:
         s.close()
+
+
+# ------------------------------------------------------------- every event of the verified version
+
+VERIFIED_EVENTS = {  # Claude Code 2.1.332 (docs/claude-cli.md "Hook events this binary knows"): a typical input each
+    "PreToolUse": {"tool_name": "Read", "tool_input": {"file_path": "a.py"}, "tool_use_id": "t1"},
+    "PermissionRequest": {"tool_name": "Bash", "tool_input": {"command": "make"}},
+    "PostToolUse": {"tool_name": "Read", "tool_input": {"file_path": "a.py"}, "tool_response": {}, "tool_use_id": "t1"},
+    "PostToolUseFailure": {"tool_name": "Bash", "tool_input": {"command": "make"}, "tool_use_id": "t2", "error": "Exit code 2",
+                           "is_interrupt": False, "duration_ms": 5},
+    "PostToolBatch": {"tool_calls": [{"tool_name": "Read", "tool_input": {}, "tool_use_id": "t1"}]},
+    "PermissionDenied": {"tool_name": "Bash", "tool_input": {"command": "rm -rf /"}, "tool_use_id": "t3", "reason": "classifier"},
+    "Notification": {"message": "Claude needs your permission", "notification_type": "permission_prompt"},
+    "UserPromptSubmit": {"prompt": "hi", "prompt_id": "p1", "source": "user"},
+    "UserPromptExpansion": {"expansion_type": "slash_command", "command_name": "review", "command_args": "", "prompt": "x"},
+    "SessionStart": {"source": "resume", "model": "claude-opus-5-5", "seconds_since_last_response": 0, "context_tokens": 120,
+                     "prompt_cache_likely_expired": False, "estimated_cache_write_usd": 0.0006},
+    "SessionEnd": {"reason": "other"},
+    "Setup": {"trigger": "init"},
+    "Stop": {"stop_hook_active": False, "last_assistant_message": "ok", "background_tasks": [], "session_crons": [],
+             "effort": {"level": "medium"}},
+    "StopFailure": {"error": "overloaded_error", "error_details": "529"},
+    "SubagentStart": {"agent_id": "a1", "agent_type": "Explore"},
+    "SubagentStop": {"stop_hook_active": False, "agent_id": "a1", "agent_transcript_path": "/t", "agent_type": "Explore"},
+    "PreCompact": {"trigger": "auto", "custom_instructions": None},
+    "PostCompact": {"trigger": "auto", "compact_summary": "..."},
+    "PreModelSwitch": {"trigger": "picker"},
+    "PostModelSwitch": {"trigger": "picker"},
+    "TeammateIdle": {"teammate_name": "t", "team_name": "x"},
+    "TaskCreated": {"task_id": "1", "task_subject": "Write tests"},
+    "TaskCompleted": {"task_id": "1", "task_subject": "Write tests"},
+    "Elicitation": {"mcp_server_name": "db", "message": "Which database?"},
+    "ElicitationResult": {"mcp_server_name": "db", "action": "accept"},
+    "ConfigChange": {"source": "user_settings"},
+    "InstructionsLoaded": {"file_path": "CLAUDE.md", "memory_type": "Project", "load_reason": "session_start"},
+    "WorktreeCreate": {"name": "wt"},
+    "WorktreeRemove": {"worktree_path": "/w"},
+    "CwdChanged": {"old_cwd": "/a", "new_cwd": "/b"},
+    "FileChanged": {"file_path": "a.py", "event": "change"},
+    "DirectoryAdded": {"directory": "/d", "source": "slash_command"},
+    "MessageDisplay": {"turn_id": "t", "message_id": "m", "index": 0, "final": True, "delta": "hi"},
+    "PreSkillShellCommand": {"tool_name": "Bash", "tool_input": {"command": "ls"}, "tool_use_id": "t4",
+                             "command_name": "x", "invoked_by": "skill"},
+}
+
+
+@pytest.mark.parametrize("event", sorted(VERIFIED_EVENTS))
+def test_every_event_of_the_verified_version_is_known(srv, event):
+    srv.request("agent.hook", hook_input("UserPromptSubmit", prompt="go"))
+    data = hook_input(event)
+    data.update(VERIFIED_EVENTS[event])  # FileChanged has a field named "event"
+    r = srv.request("agent.hook", data, timeout=10) if event != "PermissionRequest" else None
+    if r is not None:
+        assert not any("unknown hook event" in i for i in r["ignored"]), r
+    assert srv.request("ping") == {}
+
+
+def test_stop_failure_fails_the_task(srv):
+    hook(srv, "UserPromptSubmit", prompt="go")
+    hook(srv, "StopFailure", error="rate_limit_error")
+    assert session(srv)["status"] == "error"

@@ -21,25 +21,38 @@ import BridgeEngine
 /// - PermissionRequest -> approval_request with its permission suggestions
 ///   (offered as "Always allow"); the hook waits for the decision
 ///   (AskUserQuestion's own prompt is left to Claude Code: it is a question)
-/// - Notification permission_prompt / agent_needs_input / elicitation_dialog
-///   / idle_prompt -> needs_input (the engine ignores the prompt that merely
+/// - Notification permission_prompt / worker_permission_prompt /
+///   agent_needs_input / elicitation_(url_)dialog / idle_prompt -> needs_input (the engine ignores the prompt that merely
 ///   accompanies our own open request); other types: informational
-/// - Stop -> task_completed; SessionEnd while running -> task_completed
-/// - SessionStart, SubagentStart/Stop, PreCompact/PostCompact and unknown
-///   events: ignored (state comes from the events above)
+/// - Elicitation (an MCP server asks in the terminal) -> needs_input
+/// - Stop -> task_completed; StopFailure (an API error ended the turn) ->
+///   task_failed; SessionEnd while running -> task_completed
+/// - the other events of the verified version (SessionStart, SubagentStart/Stop,
+///   compaction, config, files, worktrees, TaskCreated/TaskCompleted, ...) and
+///   unknown events: ignored (state comes from the events above)
 public enum ClaudeHookAdapter {
     static let source = "Claude Code hook input"
-    public static let knownEvents = ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure",
-                                     "PermissionRequest", "Notification", "Stop", "SubagentStart", "SubagentStop",
-                                     "SessionEnd", "PreCompact", "PostCompact"]
+    /// Every event Claude Code 2.1.332 sends (docs/claude-cli.md "Hook events this binary knows").
+    public static let knownEvents: Set<String> = [
+        "PreToolUse", "PermissionRequest", "PostToolUse", "PostToolUseFailure", "PostToolBatch", "PermissionDenied",
+        "Notification", "UserPromptSubmit", "UserPromptExpansion", "SessionStart", "SessionEnd", "Setup", "Stop",
+        "StopFailure", "SubagentStart", "SubagentStop", "PreCompact", "PostCompact", "PreModelSwitch", "PostModelSwitch",
+        "TeammateIdle", "TaskCreated", "TaskCompleted", "Elicitation", "ElicitationResult", "ConfigChange",
+        "InstructionsLoaded", "WorktreeCreate", "WorktreeRemove", "CwdChanged", "FileChanged", "DirectoryAdded",
+        "MessageDisplay", "PreSkillShellCommand"]
 
     static let knownFields: Set<String> = [
         "session_id", "transcript_path", "cwd", "permission_mode", "hook_event_name", "prompt", "tool_name",
         "tool_input", "tool_use_id", "tool_response", "message", "notification_type", "source", "reason",
         "stop_hook_active", "last_assistant_message", "timeoutSeconds", "permission_suggestions",
+        "error", "mcp_server_name",
         // read by nothing, but expected: the debug log names only fields nobody knows
         "prompt_id", "effort", "model", "background_tasks", "session_crons", "duration_ms", "agent_id", "agent_type",
-        "error", "is_interrupt", "trigger", "custom_instructions", "title", "agent_transcript_path"]
+        "is_interrupt", "trigger", "custom_instructions", "title", "agent_transcript_path", "mcp_server", "tool_kind",
+        "mcp_skill", "session_title", "seconds_since_last_response", "context_tokens", "prompt_cache_likely_expired",
+        "estimated_cache_write_usd", "error_details", "compact_summary", "teammate_name", "team_name", "task_id",
+        "task_subject", "task_description", "mode", "url", "elicitation_id", "requested_schema", "action", "content",
+        "tool_calls", "expansion_type", "command_name", "command_args", "command_source", "invoked_by"]
 
     public static func map(_ raw: JSON?, engine: Engine, ids: inout AgentIdSource) throws -> AgentMapping {
         let o = try AgentFields.object(raw, source)
@@ -64,9 +77,17 @@ public enum ClaudeHookAdapter {
         case "SessionStart":
             _ = try AgentFields.optionalString(o, "source", source)
             h.m.ignore("SessionStart: the session shows once a prompt is submitted")
+        case "StopFailure":
+            // The turn ended on an API error (rate limit, overload, ...).
+            h.add(.taskFailed(error: try AgentFields.optionalString(o, "error", source)))
+        case "Elicitation":
+            // An MCP server asks the person for input in the terminal.
+            h.add(.needsInput(NeedsInput(reason: .agentNeedsInput, message: try AgentFields.optionalString(o, "message", source))))
         case "SubagentStart", "SubagentStop":
             h.m.ignore("\(event): the main agent is still working")
-        default: // PreCompact, PostCompact
+        case "TaskCreated", "TaskCompleted":
+            h.m.ignore("\(event): the plan changes with TaskCreate/TaskUpdate's PostToolUse")
+        default:
             h.m.ignore("\(event): nothing to show")
         }
         return h.m
@@ -160,8 +181,8 @@ public enum ClaudeHookAdapter {
             let type = try AgentFields.optionalString(o, "notification_type", source)
             let reason: NeedsInput.Reason
             switch type {
-            case "permission_prompt": reason = .permissionPrompt
-            case "agent_needs_input", "elicitation_dialog": reason = .agentNeedsInput
+            case "permission_prompt", "worker_permission_prompt": reason = .permissionPrompt
+            case "agent_needs_input", "elicitation_dialog", "elicitation_url_dialog": reason = .agentNeedsInput
             case "idle_prompt": reason = .idlePrompt
             default: return m.ignore("Notification \(type ?? "without a type"): informational")
             }

@@ -66,8 +66,16 @@ enum AgentMethods {
         guard case .object(var o) = try apply(m, host, log) else { return .null }
         o["decision"] = "continue"
         o["messageId"] = .int(message.id)
-        o["hookOutput"] = ["decision": "block", "reason": .string(message.text)]
+        o["hookOutput"] = ["decision": "block", "reason": .string(stopReason(message.text))]
         return .object(o)
+    }
+
+    /// Claude Code hands a Stop hook's reason to the model as hook output,
+    /// which it treats as data unless the hook itself asks something: so the
+    /// hook says what the text is and asks Claude to go on with it.
+    static func stopReason(_ text: String) -> String {
+        "The user sent this message from CodingBridge (their phone or browser) while you were working. "
+            + "Continue with it as their next prompt:\n\n" + text
     }
 
     /// The question id of an AskUserQuestion PreToolUse whose question is pending.

@@ -5,7 +5,7 @@ import BridgeCore
 /// so a message goes in at the session's next Stop: the Stop hook answers
 /// `{"decision": "block", "reason": TEXT}` and Claude continues with TEXT.
 /// A session whose process has ended (SessionEnd) is resumed instead with
-/// `claude --resume ID -p TEXT` in its directory.
+/// `claude --resume ID -p -- TEXT` in its directory.
 ///
 /// Outbox semantics: one message per session at a time, in order; handing
 /// it out makes it inflight (attempt+1, committed before the hook's reply
@@ -121,7 +121,9 @@ final class AgentInbox {
 
     private func launch(_ m: (id: Int64, text: String), sessionId: String, command: String, cwd: String?) {
         do {
-            try loop.spawn([command, "--resume", sessionId, "-p", m.text], cwd: cwd) { [weak self] status, signal in
+            // `--`: a message that looks like an option ("--dangerously-...")
+            // must stay the prompt.
+            try loop.spawn([command, "--resume", sessionId, "-p", "--", m.text], cwd: cwd) { [weak self] status, signal in
                 self?.resumeExited(m.id, sessionId: sessionId, status: status, signal: signal)
             }
             log.info("session \(sessionId) resumed with message \(m.id) (\(command) --resume)")
