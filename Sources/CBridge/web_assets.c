@@ -406,10 +406,11 @@ static const char a3[] =
     "  processing: [\"working\", \"Working\"],\n"
     "  awaitingApproval: [\"waiting\", \"Waiting for approval\"],\n"
     "  awaitingAnswer: [\"waiting\", \"Waiting for an answer\"],\n"
+    "  awaitingInput: [\"waiting\", \"Needs you in the terminal\"],\n"
     "  completed: [\"done\", \"Done\"],\n"
     "  error: [\"error\", \"Error\"],\n"
     "};\n"
-    "const TICKING = new Set([\"processing\", \"awaitingApproval\", \"awaitingAnswer\"]);\n"
+    "const TICKING = new Set([\"processing\", \"awaitingApproval\", \"awaitingAnswer\", \"awaitingInput\"]);\n"
     "\n"
     "/** app: {model, decisions, client(), say} */\n"
     "export function renderCards(list, app) {\n"
@@ -1571,7 +1572,7 @@ const net_web_asset_t net_web_assets[] = {
     {"/app.css", "text/css; charset=utf-8", "\"b610d91fb617d8f07721\"", a0, sizeof a0 - 1},
     {"/app.js", "text/javascript; charset=utf-8", "\"6d4381d4356521d1e5fa\"", a1, sizeof a1 - 1},
     {"/approval.js", "text/javascript; charset=utf-8", "\"1a794166289f6ceef9de\"", a2, sizeof a2 - 1},
-    {"/cards.js", "text/javascript; charset=utf-8", "\"fb9a88ffe9674e29b5da\"", a3, sizeof a3 - 1},
+    {"/cards.js", "text/javascript; charset=utf-8", "\"968edb42b04c303525dc\"", a3, sizeof a3 - 1},
     {"/compose.js", "text/javascript; charset=utf-8", "\"2cbc85e03740cf6107bd\"", a4, sizeof a4 - 1},
     {"/decide.js", "text/javascript; charset=utf-8", "\"e039fd676400c6f3c860\"", a5, sizeof a5 - 1},
     {"/dom.js", "text/javascript; charset=utf-8", "\"403e358dc49e89c01b6d\"", a6, sizeof a6 - 1},
