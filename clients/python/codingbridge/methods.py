@@ -11,7 +11,8 @@ from typing import Any, Dict, Literal, Optional
 Decision = Literal["allow", "deny"]
 Status = Literal["idle", "processing", "awaitingApproval", "awaitingAnswer", "awaitingInput", "completed", "error"]
 EventType = Literal["task_started", "tool_use", "progress", "approval_request", "approval_cancelled",
-                    "approval_timeout", "question", "task_completed", "task_failed", "session_handoff"]
+                    "approval_timeout", "question", "task_completed", "task_failed", "session_handoff",
+                    "needs_input"]
 
 
 def _params(**kw):
