@@ -150,15 +150,19 @@ int cb_outbox_fail(cb_store_t *s, int64_t id, const char *error, int64_t retry_a
 int cb_outbox_take_due(cb_store_t *s, int64_t now_ms, int64_t ack_deadline_ms,
                        int limit, cb_outbox_visit_cb cb, void *data);
 
-/* The head of one session's queue, for a consumer that takes messages when
- * the agent can read them (a Claude Code Stop hook): an expired head is
- * marked expired and visited, and the next one looked at; a queued head that
- * is due, or an inflight one whose ack is overdue, becomes inflight with
- * attempt+1 and is visited. An inflight head still within its ack deadline
- * is left alone, and so is a head of another `kind` (FIFO: what follows it
- * waits). Returns the number visited, or a negative error. */
-int cb_outbox_take_session(cb_store_t *s, const char *session_id, const char *kind, int64_t now_ms,
-                           int64_t ack_deadline_ms, cb_outbox_visit_cb cb, void *data);
+/* Messages of this kind go into an agent's session through its hooks
+ * (cb_outbox_take_session), not to clients: cb_outbox_take_due,
+ * cb_outbox_next_due and cb_outbox_requeue_inflight leave them alone, and a
+ * session's other messages wait behind them (FIFO). */
+#define CB_OUTBOX_AGENT_KIND "agent.message"
+
+/* The head of one session's queue when it is an agent message: an expired
+ * head is marked expired and visited, and the next one looked at; a queued
+ * head that is due, or an inflight one whose ack is overdue, becomes
+ * inflight with attempt+1 and is visited. An inflight head still within its
+ * ack deadline is left alone. Returns the number visited, or a negative error. */
+int cb_outbox_take_session(cb_store_t *s, const char *session_id, int64_t now_ms, int64_t ack_deadline_ms,
+                           cb_outbox_visit_cb cb, void *data);
 /* Earliest next_attempt_ms among session heads (QUEUED or INFLIGHT), or -1 when
  * nothing is waiting. Expiry times count too. */
 int64_t cb_outbox_next_due(cb_store_t *s);

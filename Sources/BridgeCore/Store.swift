@@ -314,11 +314,15 @@ public final class Store {
         try collect { cb, p in cb_outbox_take_due(handle, nowMs, ackDeadlineMs, Int32(clamping: limit), cb, p) }
     }
 
-    /// The head of one session's queue when it is of `kind` and due (or its
-    /// ack is overdue): now inflight until `ackDeadlineMs`. Expired heads come
-    /// back with status expired.
-    public func takeSessionHead(_ sessionId: String, kind: String, nowMs: Int64, ackDeadlineMs: Int64) throws -> [OutboxMessage] {
-        try collect { cb, p in cb_outbox_take_session(handle, sessionId, kind, nowMs, ackDeadlineMs, cb, p) }
+    /// Messages of this kind go into an agent's session through its hooks
+    /// (`takeSessionHead`); the client delivery (`takeDue`) leaves them alone.
+    public static let agentMessageKind = CB_OUTBOX_AGENT_KIND
+
+    /// The head of one session's queue when it is an agent message and due
+    /// (or its ack is overdue): now inflight until `ackDeadlineMs`. Expired
+    /// heads come back with status expired.
+    public func takeSessionHead(_ sessionId: String, nowMs: Int64, ackDeadlineMs: Int64) throws -> [OutboxMessage] {
+        try collect { cb, p in cb_outbox_take_session(handle, sessionId, nowMs, ackDeadlineMs, cb, p) }
     }
 
     /// When the next message becomes due (or expires), nil when none waits.

@@ -191,11 +191,18 @@ extension Engine {
     /// OVERVIEW "Long-Running Tasks (>1 hour)": convert the Live Activity to
     /// periodic push notifications, hourly while it keeps running.
     mutating func longTaskReminder(_ sid: String, at now: Millis, into effects: inout [Effect]) {
-        guard let s0 = state.sessions[sid], s0.run == .running else {
+        guard let s0 = state.sessions[sid], s0.run == .running || s0.run == .waiting else {
             state.sessions[sid]?.nextReminderAt = nil
             return
         }
         let next = now + Engine.longTaskThreshold
+        if s0.run == .waiting {
+            // It waits for the person (who was told): no "still working", but
+            // the hourly reminder goes on once it works again.
+            state.sessions[sid]!.nextReminderAt = next
+            state.deadlines.push(next, .longTaskReminder(sessionId: sid))
+            return
+        }
         withSession(sid, now: now) { s in s.longRunning = true; s.nextReminderAt = next }
         state.deadlines.push(next, .longTaskReminder(sessionId: sid))
         if state.activity?.sessionId == sid {

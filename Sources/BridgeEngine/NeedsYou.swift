@@ -27,7 +27,6 @@ extension Engine {
             s.run = .waiting
             s.message = text
             s.terminalPrompt = nil
-            s.nextReminderAt = nil
             s.recomputeStatus()
             return (s, already)
         }

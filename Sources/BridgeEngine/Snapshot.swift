@@ -78,6 +78,9 @@ enum SnapshotCoding {
             })
         }
         if let id = s.inputNotification { o["inputNotification"] = .string(id) }
+        if let t = s.terminalPrompt {
+            o["terminalPrompt"] = ["reason": .string(t.reason.rawValue), "message": opt(t.message)]
+        }
         o["approvals"] = .array(s.pendingApprovals.map { a in
             var o: [String: JSON] = ["requestId": .string(a.requestId), "tool": tool(a.tool), "createdAt": .int(a.createdAt),
                                      "expiresAt": .int(a.expiresAt), "notificationId": opt(a.notificationId),
@@ -120,6 +123,9 @@ enum SnapshotCoding {
             return Todo(content: c, status: st, activeForm: t.str("activeForm"), id: t.str("id"))
         }
         s.inputNotification = j.str("inputNotification")
+        if let t = j["terminalPrompt"], let r = t.str("reason").flatMap(NeedsInput.Reason.init(rawValue:)) {
+            s.terminalPrompt = NeedsInput(reason: r, message: t.str("message"))
+        }
         for a in j.arr("approvals") {
             guard let rid = a.str("requestId"), let t = a["tool"], let c = a.int("createdAt"), let e = a.int("expiresAt")
             else { throw SnapshotError(what: "approval in session \(id)") }

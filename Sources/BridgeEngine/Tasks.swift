@@ -75,7 +75,8 @@ extension Engine {
         refreshActivity(sid, now: now, into: &effects)
     }
 
-    static let maxKeptTodos = 256
+    /// The most plan items a session keeps for updates by id.
+    public static let maxKeptTodos = 256
 
     /// TodoWrite or the Task tools: "3 of 7 tasks" and the current item.
     mutating func progressed(_ sid: String, _ todos: [Todo], now: Millis, into effects: inout [Effect]) {

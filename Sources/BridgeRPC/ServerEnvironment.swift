@@ -27,7 +27,7 @@ public struct ServerOptions {
     /// with no decision (`decision: "noAnswerer"`).
     public var alwaysWaitForApproval = false
     /// What resumes an ended Claude Code session with a message from a
-    /// device (`--resume-command`, run as `CMD --resume ID -p -- TEXT`); nil: never.
+    /// device (`--resume-command`, run as `CMD --resume=ID -p -- TEXT`); nil: never.
     public var resumeCommand: String? = "claude"
     public init() {}
 }

@@ -258,6 +258,46 @@ static int set_row(cb_store_t *s, int which, int64_t id, int64_t v, const char *
     return step_done(s, st, what);
 }
 
+/* Who takes a session's head: the pump (client delivery) leaves the agent's
+ * messages alone and only reports an overdue ack; the agent's hooks take
+ * only their own kind and hand an unacknowledged one out again. */
+typedef enum { TAKE_FOR_CLIENTS, TAKE_FOR_AGENT } take_mode;
+
+static int agent_kind(const cb_outbox_msg_t *m) { return strcmp(m->kind, CB_OUTBOX_AGENT_KIND) == 0; }
+
+/* One session's head, then the next one if the head just expired; visited
+ * rows are counted in *taken. Returns 0 or a negative error. */
+static int take_head(cb_store_t *s, const char *session, take_mode mode, int64_t now_ms, int64_t ack_deadline_ms,
+                     cb_outbox_visit_cb cb, void *data, int *taken) {
+    for (;;) {
+        owned_row o;
+        int found = session_head(s, session, &o);
+        if (found <= 0) return found;
+        int rc = 0, visit = 0, again = 0;
+        if (agent_kind(&o.m) != (mode == TAKE_FOR_AGENT)) {
+            /* another consumer's message: FIFO, so what follows it waits */
+        } else if (o.m.expires_ms > 0 && o.m.expires_ms <= now_ms) {
+            if (!(rc = cb_store_begin(s)) && !(rc = set_row(s, ST_OB_SET_EXPIRED, o.m.id, now_ms, "expiring a message"))) {
+                o.m.status = CB_OUTBOX_EXPIRED;
+                visit = again = 1;
+            }
+        } else if (o.m.next_attempt_ms <= now_ms) {
+            if (o.m.status == CB_OUTBOX_INFLIGHT && mode == TAKE_FOR_CLIENTS) {
+                visit = 1; /* ack overdue: the caller decides */
+            } else if (!(rc = cb_store_begin(s)) &&
+                       !(rc = set_row(s, ST_OB_SET_INFLIGHT, o.m.id, ack_deadline_ms, "starting a delivery"))) {
+                o.m.status = CB_OUTBOX_INFLIGHT;
+                o.m.attempts++;
+                o.m.next_attempt_ms = ack_deadline_ms;
+                visit = 1;
+            }
+        }
+        if (visit) { (*taken)++; cb(&o.m, data); }
+        free(o.buf);
+        if (rc || !again) return rc;
+    }
+}
+
 int cb_outbox_take_due(cb_store_t *s, int64_t now_ms, int64_t ack_deadline_ms,
                        int limit, cb_outbox_visit_cb cb, void *data) {
     int taken = 0, rc = 0;
@@ -268,64 +308,16 @@ int cb_outbox_take_due(cb_store_t *s, int64_t now_ms, int64_t ack_deadline_ms,
         free(session);
         session = next;
         if (!session || (limit > 0 && taken >= limit)) break;
-        for (;;) { /* a session's head, then the next one if the head just expired */
-            owned_row o;
-            int found = session_head(s, session, &o);
-            if (found <= 0) { rc = found; break; }
-            int visit = 0, again = 0;
-            if (o.m.expires_ms > 0 && o.m.expires_ms <= now_ms) {
-                if (!(rc = cb_store_begin(s)) && !(rc = set_row(s, ST_OB_SET_EXPIRED, o.m.id, now_ms, "expiring a message"))) {
-                    o.m.status = CB_OUTBOX_EXPIRED;
-                    visit = again = 1;
-                }
-            } else if (o.m.next_attempt_ms <= now_ms) {
-                if (o.m.status == CB_OUTBOX_INFLIGHT) {
-                    visit = 1; /* ack overdue: the caller decides */
-                } else if (!(rc = cb_store_begin(s)) &&
-                           !(rc = set_row(s, ST_OB_SET_INFLIGHT, o.m.id, ack_deadline_ms, "starting a delivery"))) {
-                    o.m.status = CB_OUTBOX_INFLIGHT;
-                    o.m.attempts++;
-                    o.m.next_attempt_ms = ack_deadline_ms;
-                    visit = 1;
-                }
-            }
-            if (visit) { taken++; cb(&o.m, data); }
-            free(o.buf);
-            if (rc || !again) break;
-        }
-        if (rc) break;
+        if ((rc = take_head(s, session, TAKE_FOR_CLIENTS, now_ms, ack_deadline_ms, cb, data, &taken))) break;
     }
     free(session);
     return rc < 0 ? rc : taken;
 }
 
-int cb_outbox_take_session(cb_store_t *s, const char *session_id, const char *kind, int64_t now_ms,
-                           int64_t ack_deadline_ms, cb_outbox_visit_cb cb, void *data) {
-    int taken = 0, rc = 0;
-    for (;;) { /* the head, then the next one if the head just expired */
-        owned_row o;
-        int found = session_head(s, session_id, &o);
-        if (found <= 0) { rc = found; break; }
-        int visit = 0, again = 0;
-        if (o.m.expires_ms > 0 && o.m.expires_ms <= now_ms) {
-            if (!(rc = cb_store_begin(s)) && !(rc = set_row(s, ST_OB_SET_EXPIRED, o.m.id, now_ms, "expiring a message"))) {
-                o.m.status = CB_OUTBOX_EXPIRED;
-                visit = again = 1;
-            }
-        } else if (strcmp(o.m.kind, kind) == 0 && o.m.next_attempt_ms <= now_ms) {
-            /* queued and due, or handed out before and never acknowledged */
-            if (!(rc = cb_store_begin(s)) &&
-                !(rc = set_row(s, ST_OB_SET_INFLIGHT, o.m.id, ack_deadline_ms, "starting a delivery"))) {
-                o.m.status = CB_OUTBOX_INFLIGHT;
-                o.m.attempts++;
-                o.m.next_attempt_ms = ack_deadline_ms;
-                visit = 1;
-            }
-        }
-        if (visit) { taken++; cb(&o.m, data); }
-        free(o.buf);
-        if (rc || !again) break;
-    }
+int cb_outbox_take_session(cb_store_t *s, const char *session_id, int64_t now_ms, int64_t ack_deadline_ms,
+                           cb_outbox_visit_cb cb, void *data) {
+    int taken = 0;
+    int rc = take_head(s, session_id, TAKE_FOR_AGENT, now_ms, ack_deadline_ms, cb, data, &taken);
     return rc < 0 ? rc : taken;
 }
 
@@ -342,6 +334,7 @@ int64_t cb_outbox_next_due(cb_store_t *s) {
         int found = session_head(s, session, &o);
         if (found < 0) { rc = found; break; }
         if (!found) continue;
+        if (agent_kind(&o.m)) { free(o.buf); continue; } /* taken by the agent's hooks, not on a timer */
         int64_t t = o.m.next_attempt_ms;
         if (o.m.expires_ms > 0 && o.m.expires_ms < t) t = o.m.expires_ms;
         if (best < 0 || t < best) best = t;

@@ -25,7 +25,9 @@ static const char *const sql[ST_COUNT] = {
                            "WHERE id = ?1",
     [ST_OB_SET_EXPIRED] = "UPDATE outbox SET status = 4, last_error = 'expired before delivery', finished_ms = ?2 "
                           "WHERE id = ?1",
-    [ST_OB_REQUEUE] = "UPDATE outbox SET status = 0, next_attempt_ms = ?1 WHERE status = 1",
+    /* An agent's message in flight stays so: its hooks may still show it was read. */
+    [ST_OB_REQUEUE] = "UPDATE outbox SET status = 0, next_attempt_ms = ?1 WHERE status = 1 AND kind <> '"
+                      CB_OUTBOX_AGENT_KIND "'",
     /* `status >= 2` verbatim so the planner uses the partial index outbox_finished. */
     [ST_OB_PRUNE] = "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE status >= 2 "
                     "AND finished_ms < ?1 LIMIT ?2)",

@@ -93,7 +93,7 @@ struct Serve: ParsableCommand {
     @Flag(name: .long, help: "A hook's PermissionRequest waits for a decision even when nobody can answer it (no other client connected, no push registration); by default the hook then returns at once and Claude Code asks in its own prompt.")
     var alwaysWaitForApproval = false
 
-    @Option(name: .long, help: ArgumentHelp("What resumes an ended Claude Code session when a device sends it a message: run as CMD --resume SESSION -p -- TEXT in the session's directory. 'none': never resume (the message waits for the session's next Stop).", valueName: "command"))
+    @Option(name: .long, help: ArgumentHelp("What resumes an ended Claude Code session when a device sends it a message: run as CMD --resume=SESSION -p -- TEXT in the session's directory. 'none': never resume (the message waits for the session's next Stop).", valueName: "command"))
     var resumeCommand: String = "claude"
 
     @Flag(name: .long, help: "Do not serve stdin/stdout (a daemon; needs --listen).")

@@ -84,4 +84,26 @@ import BridgeCore
         #expect(s.todos.map(\.id) == ["1"])
         #expect(restored.agent("s1", .toolUse(npmTest)).clears == [id])
     }
+
+    @Test func theHourlyReminderGoesOnAfterAWait() {
+        var h = Harness(background: true)
+        h.agent("s1", .taskStarted(prompt: nil))
+        h.advance(seconds: 600)
+        h.agent("s1", Self.permissionPrompt)
+        // An hour in, it still waits for the person: no "still working".
+        #expect(!h.advance(seconds: 3000).posts.contains { $0.category == .longTask })
+        h.agent("s1", .toolUse(npmTest))
+        #expect(h.advance(seconds: 3600).posts.contains { $0.category == .longTask })
+    }
+
+    @Test func theTerminalPromptBesideOurRequestSurvivesARestart() {
+        var h = ApprovalTests.pending()
+        h.agent("s1", Self.permissionPrompt)
+        let snap = EngineSnapshot(sessions: [h.engine.snapshot(session: "s1")!], global: h.engine.snapshotGlobal())
+        var restored = Harness(background: true)
+        restored.now = h.now
+        _ = restored.engine.restore(snap, now: restored.now)
+        restored.advance(seconds: 60)
+        #expect(restored.engine.session("s1")!.status == .awaitingInput)
+    }
 }

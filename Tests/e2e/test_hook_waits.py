@@ -165,6 +165,17 @@ def test_task_tools_become_progress_and_the_current_task(srv):
     assert act["progress"]["total"] == 2, act
 
 
+def test_a_runaway_plan_stops_at_the_cap_and_still_updates(srv):
+    srv.request("agent.hook", hook_input("UserPromptSubmit", prompt="go"))
+    for i in range(1, 301):
+        srv.request("agent.hook", hook_input("PostToolUse", tool_name="TaskCreate", tool_use_id=f"c{i}",
+                                             tool_input={"subject": f"task {i}"}, tool_response={"task": {"id": str(i)}}))
+    assert progress(srv) == (0, 256, None)
+    srv.request("agent.hook", hook_input("PostToolUse", tool_name="TaskUpdate", tool_use_id="u1",
+                                         tool_input={"taskId": "1", "status": "completed"}, tool_response={}))
+    assert progress(srv) == (1, 256, None)
+
+
 def test_the_plan_survives_a_restart(sockdir):
     state = os.path.join(sockdir, "state")
     s = SocketServer(os.path.join(sockdir, "a.sock"), state=state)
@@ -229,6 +240,85 @@ def test_a_message_whose_stop_reply_was_lost_goes_again_at_the_next_stop(srv):
     assert outbox(srv)[0]["status"] == "delivered"
 
 
+def test_a_message_whose_session_ended_unread_goes_in_when_it_is_resumed(sockdir, tmp_path):
+    """The Stop's reply was lost and the process ended: the message is not
+    stuck inflight, the resume takes it."""
+    sock = os.path.join(sockdir, "u.sock")
+    args_file = tmp_path / "args"
+    cmd = fake_claude(str(tmp_path), f'printf "%s\\n" "$@" > {args_file}\n'
+                      f'echo \'{{"session_id":"{SID}","hook_event_name":"SessionStart","source":"resume"}}\''
+                      f' | CODINGBRIDGE_SOCKET={sock} {binary()} hook\n')
+    s = SocketServer(sock, extra=["--resume-command", cmd])
+    try:
+        hook(s, "UserPromptSubmit", prompt="Go", cwd=str(tmp_path))
+        s.request("message.send", {"sessionId": SID, "text": "one more thing"})
+        assert s.request("agent.hook", hook_input("Stop", stop_hook_active=False, cwd=str(tmp_path)))["decision"] == "continue"
+        hook(s, "SessionEnd", reason="other", cwd=str(tmp_path))
+        wait_until(lambda: outbox(s)[0]["status"] == "delivered", "the message stayed stuck")
+        assert args_file.read_text().splitlines()[-1] == "one more thing"
+        assert outbox(s)[0]["attempts"] == 2
+    finally:
+        s.close()
+
+
+def test_client_delivery_leaves_a_claude_sessions_messages_alone(srv):
+    """outbox.deliver (to clients, while connection.update says connected)
+    and the session's Stop hook never take the same message."""
+    hook(srv, "UserPromptSubmit", prompt="Go")
+    srv.request("connection.update", {"state": "connected"})
+    n = len(srv.notes)
+    m = srv.request("message.send", {"sessionId": SID, "text": "for Claude"})
+    other = srv.request("message.send", {"sessionId": "not-a-hook-session", "text": "for a client"})
+    wait_until(lambda: notes_since(srv, n, "outbox.deliver"), "the other session's message was not delivered to clients")
+    assert [d["id"] for d in notes_since(srv, n, "outbox.deliver")] == [other["id"]]
+    assert outbox(srv)[0]["kind"] == "agent.message"
+    assert hook(srv, "Stop", stop_hook_active=False)["reason"].endswith("for Claude")
+    srv.request("debug.advanceClock", {"ms": 120_000})  # past the clients' ack timeout: theirs goes again
+    assert {d["id"] for d in notes_since(srv, n, "outbox.deliver")} == {other["id"]}
+    srv.request("connection.update", {"state": "disconnected"})
+    hook(srv, "Stop", stop_hook_active=True)
+    assert outbox(srv)[0]["status"] == "delivered" and outbox(srv)[0]["id"] == m["id"]
+
+
+def test_a_message_handed_out_before_a_restart_is_not_handed_out_twice(sockdir):
+    state = os.path.join(sockdir, "st")
+    s = SocketServer(os.path.join(sockdir, "r1.sock"), state=state)
+    try:
+        hook(s, "UserPromptSubmit", prompt="Go")
+        s.request("message.send", {"sessionId": SID, "text": "once only"})
+        assert hook(s, "Stop", stop_hook_active=False)["reason"].endswith("once only")
+    finally:
+        s.close()
+    s = SocketServer(os.path.join(sockdir, "r2.sock"), state=state)
+    try:
+        hook(s, "PreToolUse", tool_name="Read", tool_input={"file_path": "a"}, tool_use_id="t1")
+        assert outbox(s)[0]["status"] == "delivered"
+        assert hook(s, "Stop", stop_hook_active=True) is None
+    finally:
+        s.close()
+
+
+def test_a_message_that_expired_before_the_stop_is_reported(srv):
+    hook(srv, "UserPromptSubmit", prompt="Go")
+    srv.request("message.send", {"sessionId": SID, "text": "too late", "ttlMs": 1000})
+    srv.request("debug.advanceClock", {"ms": 2000})
+    n = len(srv.notes)
+    assert hook(srv, "Stop", stop_hook_active=False) is None
+    (u,) = notes_since(srv, n, "outbox.undeliverable")
+    assert u["status"] == "expired"
+
+
+def test_a_stop_that_takes_a_message_still_ends_its_turns_permission_requests(srv):
+    hook(srv, "UserPromptSubmit", prompt="Go")
+    h = HookProcess(permission(), srv.path, "--timeout", "50")
+    srv.wait_pending()
+    srv.request("message.send", {"sessionId": SID, "text": "and then this"})
+    assert hook(srv, "Stop", stop_hook_active=False)["decision"] == "block"
+    code, out, _, _ = h.finish()
+    assert (code, out) == (0, "") and srv.pending() == []
+    assert session(srv)["status"] == "processing"
+
+
 def fake_claude(tmp, body):
     path = os.path.join(tmp, "fake-claude")
     with open(path, "w") as f:
@@ -255,7 +345,7 @@ def test_a_message_to_an_ended_session_resumes_it(sockdir, tmp_path):
         m = s.request("message.send", {"sessionId": SID, "text": "--not-an-option please"})
         wait_until(lambda: outbox(s)[0]["status"] == "delivered", "the resumed session never acknowledged the message")
         lines = args_file.read_text().splitlines()
-        assert lines == ["--resume", SID, "-p", "--", "--not-an-option please", str(project)], lines
+        assert lines == [f"--resume={SID}", "-p", "--", "--not-an-option please", str(project)], lines
         assert outbox(s)[0]["id"] == m["id"]
     finally:
         s.close()

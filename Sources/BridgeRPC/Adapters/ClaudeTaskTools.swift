@@ -27,6 +27,10 @@ enum ClaudeTaskTools {
         }
         let id = taskId(in: response)
         if let id, current.contains(where: { $0.id == id }) { return nil } // a repeated hook
+        guard current.count < Engine.maxKeptTodos else {
+            m.ignore("TaskCreate: the plan already holds \(Engine.maxKeptTodos) tasks; this one is not counted")
+            return nil
+        }
         return current + [Todo(content: subject, status: .pending, activeForm: ToolCalls.string(input, "activeForm"), id: id)]
     }
 

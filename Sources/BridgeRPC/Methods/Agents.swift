@@ -21,7 +21,6 @@ extension MethodTable {
                 if m.kind == "Stop", let message = inbox.takeForStop(sid, input: p.raw) {
                     return reply(.success(try AgentMethods.continueWith(message, &m, host, log)))
                 }
-                if m.kind == "SessionEnd" { inbox.sessionEnded(sid) }
             }
             if m.approvalRequestId != nil, let why = env.noAnswerer(for: ctx) {
                 return reply(.success(try AgentMethods.withoutApproval(&m, why, host, log)))
@@ -61,7 +60,11 @@ enum AgentMethods {
     /// so the turn does not complete.
     static func continueWith(_ message: (id: Int64, text: String), _ m: inout AgentMapping, _ host: EngineHost,
                              _ log: Logger) throws -> JSON {
-        m.events.removeAll()
+        // Not completed, but its turn's open permission requests are over (as at a Stop).
+        let sid = m.sessionId ?? ""
+        m.events = (host.engine.session(sid)?.pendingApprovals ?? []).filter { $0.requestId.hasPrefix("hook-") }.map {
+            .agent(AgentEvent(sessionId: sid, kind: .approvalCancelled(requestId: $0.requestId)))
+        }
         m.ignore("Stop: message \(message.id) from a device continues the session")
         guard case .object(var o) = try apply(m, host, log) else { return .null }
         o["decision"] = "continue"

@@ -48,7 +48,9 @@ extension MethodTable {
             }
             let now = delivery.nowMs
             let r = try StoreRPCError.call {
-                try store.enqueue(sessionId: sessionId, kind: "message", payload: ["text": .string(text)],
+                // A Claude Code session's hooks take its messages; others go to clients.
+                try store.enqueue(sessionId: sessionId, kind: env.inbox?.owns(sessionId) == true ? AgentInbox.kind : "message",
+                                  payload: ["text": .string(text)],
                                   idempotencyKey: key, maxAttempts: delivery.maxAttempts, nowMs: now,
                                   expiresMs: ttl.map { now.addingReportingOverflow($0).overflow ? .max : now + $0 })
             }

@@ -106,27 +106,13 @@ extension ServerEnvironment {
         let path = dir + "/" + Self.vapidKeyFile
         if access(path, F_OK) != 0 {
             let key = try ES256Key.generate()
-            try Self.writeNew(path, Array(key.privatePEM.utf8), directory: dir)
+            do { try SecretFile.writeNew(path, Array(key.privatePEM.utf8), directory: dir) } catch {
+                throw PushSetupError("\(error)")
+            }
             if access(path, F_OK) == 0 { log.info("push: made the Web Push (VAPID) key \(path)") }
         }
         do { return try ES256Key(pem: try Self.readFile(path, what: "VAPID key")) } catch {
             throw PushSetupError("\(path): \(error) (delete it to make a new key; browsers then subscribe again)")
         }
-    }
-
-    /// `bytes` at `path` unless a file is there already (then that one stays).
-    private static func writeNew(_ path: String, _ bytes: [UInt8], directory dir: String) throws {
-        let tmp = path + ".tmp-\(getpid())"
-        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw PushSetupError("cannot create \(tmp): \(String(cString: strerror(errno)))") }
-        defer { unlink(tmp) }
-        let ok = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == bytes.count && fsync(fd) == 0
-        close(fd)
-        guard ok else { throw PushSetupError("cannot write \(tmp): \(String(cString: strerror(errno)))") }
-        guard link(tmp, path) == 0 || errno == EEXIST else {
-            throw PushSetupError("cannot create \(path): \(String(cString: strerror(errno)))")
-        }
-        let d = open(dir, O_RDONLY | O_CLOEXEC)
-        if d >= 0 { fsync(d); close(d) }
     }
 }

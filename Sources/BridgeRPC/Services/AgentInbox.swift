@@ -1,21 +1,21 @@
 import BridgeCore
 
-/// Messages sent from a device (`message.send`, outbox kind "message") into
-/// a running Claude Code session. Claude Code reads nothing while it works,
-/// so a message goes in at the session's next Stop: the Stop hook answers
-/// `{"decision": "block", "reason": TEXT}` and Claude continues with TEXT.
-/// A session whose process has ended (SessionEnd) is resumed instead with
-/// `claude --resume ID -p -- TEXT` in its directory.
+/// Messages sent from a device (`message.send`) into a Claude Code session
+/// its hooks report (outbox kind `agent.message`, which the client delivery
+/// leaves alone). Claude Code reads nothing while it works, so a message goes
+/// in at the session's next Stop: the Stop hook answers `{"decision": "block",
+/// "reason": ...TEXT}` and Claude continues with it. A session whose process
+/// has ended (SessionEnd) is resumed instead (AgentResume.swift).
 ///
-/// Outbox semantics: one message per session at a time, in order; handing
-/// it out makes it inflight (attempt+1, committed before the hook's reply
+/// Outbox semantics: one message per session at a time, in order; handing it
+/// out makes it inflight (attempt+1, committed before the hook's reply
 /// leaves); the session's next hook input that shows Claude went on with it
-/// acks it (delivered). A message whose Stop reply was lost is handed out
-/// again at the next Stop; a resume whose process exits
-/// before the session shows up again fails the message (outbox.undeliverable);
-/// a resume command that cannot start leaves it for the next Stop.
+/// acks it (delivered). A message whose Stop reply was lost goes again at the
+/// next Stop or resume; one out of attempts, or expired, is failed and
+/// clients get `outbox.undeliverable`. Inflight survives a restart: the first
+/// hook input after it finds the message still handed out.
 final class AgentInbox {
-    static let kind = "message"
+    static let kind = Store.agentMessageKind
     let store: Store
     let delivery: OutboxDelivery
     let loop: EventLoop
@@ -25,9 +25,11 @@ final class AgentInbox {
     /// How a message went to a session: in a Stop hook's reply, or by resuming it.
     enum Handout: Equatable { case stop(Int64), resume(Int64) }
     /// Handed out and not yet acknowledged, by session.
-    private var unread: [String: Handout] = [:]
-    /// Sessions whose Claude Code process ended (SessionEnd) and was not seen since.
-    private var ended: [String: String?] = [:]
+    var unread: [String: Handout] = [:]
+    /// Sessions Claude Code's hooks reported, durably (AgentResume.swift).
+    var sessions: [String: HookSession] = [:]
+    /// Sessions whose handouts were looked up in the store since the start.
+    private var recovered: Set<String> = []
 
     init(store: Store, delivery: OutboxDelivery, loop: EventLoop, log: Logger, resumeCommand: String?) {
         self.store = store
@@ -35,37 +37,39 @@ final class AgentInbox {
         self.loop = loop
         self.log = log
         self.resumeCommand = resumeCommand
+        loadSessions()
     }
 
-    /// Every hook input of a session: acknowledges what it proves was read.
+    /// Whether a message for `sessionId` goes in through its hooks.
+    func owns(_ sessionId: String) -> Bool { sessions[sessionId] != nil }
+
+    /// Every hook input of a session: acknowledges what it proves was read,
+    /// and keeps track of whether its process ended.
     func seen(sessionId: String, event: String, input: JSON?) {
-        if let h = unread[sessionId], Self.reads(h, event: event, input: input) {
-            unread[sessionId] = nil
-            let id = h.id
-            do {
-                try store.ack(id: id, nowMs: delivery.nowMs)
-                log.info("message \(id) read by session \(sessionId) (\(event))")
-            } catch {
-                log.warn("message \(id) not acknowledged: \(error)")
+        recoverHandout(sessionId)
+        if let h = unread[sessionId] {
+            if Self.reads(h, event: event, input: input) {
+                acknowledge(h.id, sessionId: sessionId, event: event)
+            } else if event == "SessionEnd", case .stop(let id) = h {
+                // It stopped without the message: it goes again when resumed.
+                unread[sessionId] = nil
+                requeue(id, why: "the session ended before Claude Code read it")
             }
-            delivery.schedulePump()
         }
-        if event == "SessionEnd" { ended[sessionId] = .some(input?["cwd"]?.stringValue) } else { ended[sessionId] = nil }
+        track(sessionId, event: event, input: input)
     }
 
     /// Whether a hook input shows Claude Code read the message. After a
-    /// Stop's block it goes on working (tools, a Stop with stop_hook_active);
-    /// a new prompt, an idle notice or the end mean the block never arrived.
-    /// A resumed session reads its message as its prompt: any input of it.
+    /// Stop's block it works on (tools, a Stop with stop_hook_active); a new
+    /// prompt, an idle notice or the end mean the block never arrived. A
+    /// resumed session reads its message as its prompt.
     static func reads(_ h: Handout, event: String, input: JSON?) -> Bool {
-        switch h {
-        case .resume: return event != "SessionEnd"
-        case .stop:
-            switch event {
-            case "UserPromptSubmit", "SessionStart", "SessionEnd", "Notification": return false
-            case "Stop", "SubagentStop": return input?["stop_hook_active"]?.boolValue == true
-            default: return true
-            }
+        switch (h, event) {
+        case (.resume, "SessionStart"), (.resume, "UserPromptSubmit"): return true
+        case (_, "PreToolUse"), (_, "PostToolUse"), (_, "PostToolUseFailure"), (_, "PostToolBatch"), (_, "PermissionRequest"):
+            return true
+        case (_, "Stop"), (_, "SubagentStop"): return input?["stop_hook_active"]?.boolValue == true
+        default: return false
         }
     }
 
@@ -82,23 +86,23 @@ final class AgentInbox {
         return m
     }
 
-    /// A message was queued (`message.send`): a session that has ended is resumed with it.
-    func queued(sessionId: String) {
-        if ended[sessionId] != nil { resume(sessionId) }
-    }
-
-    /// After a SessionEnd: a message that came while the session was idle resumes it.
-    func sessionEnded(_ sessionId: String) { resume(sessionId) }
-
-    private func takeHead(_ sessionId: String) -> (id: Int64, text: String)? {
+    /// The session's next message, now inflight; expired ones and ones out
+    /// of attempts are failed on the way, and clients told.
+    func takeHead(_ sessionId: String) -> (id: Int64, text: String)? {
         let now = delivery.nowMs
         do {
-            for m in try store.takeSessionHead(sessionId, kind: Self.kind, nowMs: now, ackDeadlineMs: now + delivery.ackTimeoutMs) {
-                guard m.status == .inflight else {
-                    log.info("message \(m.id) for session \(sessionId) expired before the session could read it")
-                    continue
+            var again = true
+            while again {
+                again = false
+                for m in try store.takeSessionHead(sessionId, nowMs: now, ackDeadlineMs: now + delivery.ackTimeoutMs) {
+                    if m.status == .inflight, m.attempts <= m.maxAttempts { return (m.id, m.payload["text"]?.stringValue ?? "") }
+                    if m.status == .inflight {
+                        try store.fail(id: m.id, error: "not read after \(m.maxAttempts) attempts", retryAtMs: nil, nowMs: now)
+                        again = true // the next one may go
+                    }
+                    log.info("message \(m.id) for session \(sessionId) not delivered: \(m.status == .expired ? "expired" : "out of attempts")")
+                    delivery.notifyUndeliverable(m.id)
                 }
-                return (m.id, m.payload["text"]?.stringValue ?? "")
             }
         } catch {
             log.error("messages for session \(sessionId) not read: \(error)")
@@ -106,55 +110,28 @@ final class AgentInbox {
         return nil
     }
 
-    private func resume(_ sessionId: String) {
-        guard let command = resumeCommand, let cwdEntry = ended[sessionId], unread[sessionId] == nil else { return }
-        store.afterCommit { [weak self] _ in self?.startResume(sessionId, command: command, cwd: cwdEntry) }
-    }
-
-    private func startResume(_ sessionId: String, command: String, cwd: String?) {
-        guard ended[sessionId] != nil, unread[sessionId] == nil, let m = takeHead(sessionId) else { return }
-        unread[sessionId] = .resume(m.id)
-        ended[sessionId] = nil
-        // Inflight is committed before the process can act on it.
-        store.afterCommit { [weak self] _ in self?.launch(m, sessionId: sessionId, command: command, cwd: cwd) }
-    }
-
-    private func launch(_ m: (id: Int64, text: String), sessionId: String, command: String, cwd: String?) {
+    private func acknowledge(_ id: Int64, sessionId: String, event: String) {
+        unread[sessionId] = nil
         do {
-            // `--`: a message that looks like an option ("--dangerously-...")
-            // must stay the prompt.
-            try loop.spawn([command, "--resume", sessionId, "-p", "--", m.text], cwd: cwd) { [weak self] status, signal in
-                self?.resumeExited(m.id, sessionId: sessionId, status: status, signal: signal)
-            }
-            log.info("session \(sessionId) resumed with message \(m.id) (\(command) --resume)")
+            try store.ack(id: id, nowMs: delivery.nowMs)
+            log.info("message \(id) read by session \(sessionId) (\(event))")
         } catch {
-            // No way to resume here (not installed, not on PATH): the message
-            // waits for the session's next Stop instead of failing.
-            unread[sessionId] = nil
-            log.warn("session \(sessionId) not resumed: \(command) could not be started (\(error)); message \(m.id) waits for its next Stop")
-            requeue(m.id, why: "\(command): \(error)")
+            log.warn("message \(id) not acknowledged: \(error)")
         }
     }
 
-    private func resumeExited(_ id: Int64, sessionId: String, status: Int64, signal: Int32) {
-        guard unread[sessionId] == .resume(id) else { return } // read: the session's hooks showed up
-        resumeFailed(id, sessionId: sessionId, why: signal != 0 ? "resume killed by signal \(signal)" : "resume exited with status \(status)")
-    }
-
     /// A failed attempt: queued again, due now.
-    private func requeue(_ id: Int64, why: String) {
+    func requeue(_ id: Int64, why: String) {
         do { try store.fail(id: id, error: why, retryAtMs: delivery.nowMs, nowMs: delivery.nowMs) } catch {
             log.error("message \(id) not requeued: \(error)")
         }
     }
 
-    private func resumeFailed(_ id: Int64, sessionId: String, why: String) {
-        unread[sessionId] = nil
-        log.warn("message \(id) for session \(sessionId) not delivered: \(why)")
-        do { try store.fail(id: id, error: why, retryAtMs: nil, nowMs: delivery.nowMs) } catch {
-            log.error("message \(id) not marked failed: \(error)")
-        }
-        delivery.notifyUndeliverable(id)
+    /// After a restart: a message still inflight was handed out before it.
+    private func recoverHandout(_ sessionId: String) {
+        guard unread[sessionId] == nil, recovered.insert(sessionId).inserted, owns(sessionId) else { return }
+        let inflight = (try? store.messages(sessionId: sessionId, statuses: [.inflight], limit: 1)) ?? []
+        if let m = inflight.first, m.kind == Self.kind { unread[sessionId] = .stop(m.id) }
     }
 }
 

@@ -17,22 +17,16 @@ public struct HookToken: Sendable {
     public static func random() throws -> HookToken { HookToken(value: try Secrets.token()) }
 
     /// `<directory>/hook-token`: read when present, else created 0600 with
-    /// a fresh token (O_EXCL: two servers starting at once agree on one).
+    /// a fresh token (written whole and linked into place: a crash leaves no
+    /// half token, two servers starting at once agree on the first).
     public static func loadOrCreate(directory: String) throws -> HookToken {
         let path = directory + "/" + fileName
-        let fresh = try random()
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        if fd >= 0 {
-            defer { close(fd) }
-            let bytes = Array((fresh.value + "\n").utf8)
-            guard bytes.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == bytes.count, fsync(fd) == 0 else {
-                let why = String(cString: strerror(errno))
-                unlink(path)
-                throw HookTokenError("cannot write \(path): \(why)")
+        if access(path, F_OK) != 0 {
+            let fresh = try random()
+            do { try SecretFile.writeNew(path, Array((fresh.value + "\n").utf8), directory: directory) } catch {
+                throw HookTokenError("\(error)")
             }
-            return fresh
         }
-        guard errno == EEXIST else { throw HookTokenError("cannot create \(path): \(String(cString: strerror(errno)))") }
         return try read(path)
     }
 

@@ -78,9 +78,10 @@ final class HookWaiters {
         }
     }
 
-    /// A connection closed (or an http hook request was given up): nobody is left to act on its decisions, so the
-    /// phone stops asking (their waiters stay until the approval resolves;
-    /// their replies then go nowhere).
+    /// A connection closed (or an http hook request was given up): nobody is
+    /// left to act on its decisions, so the phone stops asking (approval
+    /// waiters stay until the approval resolves, their replies then going
+    /// nowhere; question waiters go at once).
     /// `agentLeft`: the agent side went away (not our own backstop giving up).
     func connectionClosed(_ connection: Int, host: EngineHost, agentLeft: Bool = true) {
         dropQuestionWaiters(of: connection)
