@@ -85,7 +85,8 @@ extension ServerEnvironment {
     private func startOutbox(_ store: Store) throws -> [String: JSON] {
         let delivery = OutboxDelivery(store: store, scheduler: scheduler, router: router, log: log)
         outbox = delivery
-        inbox = AgentInbox(store: store, delivery: delivery, loop: loop, log: log, resumeCommand: options.resumeCommand)
+        inbox = AgentInbox(store: store, delivery: delivery, loop: loop, log: log, resumeCommand: options.resumeCommand,
+                           durable: !options.ephemeral)
         let requeued = try store.requeueInflight(nowMs: delivery.nowMs)
         try store.commit()
         delivery.prune()

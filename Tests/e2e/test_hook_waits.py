@@ -261,6 +261,29 @@ def test_a_message_whose_session_ended_unread_goes_in_when_it_is_resumed(sockdir
         s.close()
 
 
+def test_a_session_that_ended_before_a_restart_is_still_resumed(sockdir, tmp_path):
+    state = os.path.join(sockdir, "rs")
+    args_file = tmp_path / "args"
+    s = SocketServer(os.path.join(sockdir, "a1.sock"), state=state)
+    try:
+        hook(s, "UserPromptSubmit", prompt="Go", cwd=str(tmp_path))
+        hook(s, "SessionEnd", reason="other", cwd=str(tmp_path))
+    finally:
+        s.close()
+    sock = os.path.join(sockdir, "a2.sock")
+    cmd = fake_claude(str(tmp_path), f'pwd > {args_file}\n'
+                      f'echo \'{{"session_id":"{SID}","hook_event_name":"SessionStart","source":"resume"}}\''
+                      f' | CODINGBRIDGE_SOCKET={sock} {binary()} hook\n')
+    s = SocketServer(sock, state=state, extra=["--resume-command", cmd])
+    try:
+        s.request("message.send", {"sessionId": SID, "text": "after the restart"})
+        wait_until(lambda: outbox(s)[0]["status"] == "delivered", "the ended session was not resumed after a restart")
+        assert args_file.read_text().strip() == str(tmp_path)
+        assert outbox(s)[0]["kind"] == "agent.message"
+    finally:
+        s.close()
+
+
 def test_client_delivery_leaves_a_claude_sessions_messages_alone(srv):
     """outbox.deliver (to clients, while connection.update says connected)
     and the session's Stop hook never take the same message."""

@@ -26,18 +26,21 @@ final class AgentInbox {
     enum Handout: Equatable { case stop(Int64), resume(Int64) }
     /// Handed out and not yet acknowledged, by session.
     var unread: [String: Handout] = [:]
-    /// Sessions Claude Code's hooks reported, durably (AgentResume.swift).
+    /// Sessions Claude Code's hooks reported (AgentResume.swift), kept in
+    /// the store when it is `durable` (not with --ephemeral: nothing to restore).
     var sessions: [String: HookSession] = [:]
+    let durable: Bool
     /// Sessions whose handouts were looked up in the store since the start.
     private var recovered: Set<String> = []
 
-    init(store: Store, delivery: OutboxDelivery, loop: EventLoop, log: Logger, resumeCommand: String?) {
+    init(store: Store, delivery: OutboxDelivery, loop: EventLoop, log: Logger, resumeCommand: String?, durable: Bool) {
         self.store = store
         self.delivery = delivery
         self.loop = loop
         self.log = log
         self.resumeCommand = resumeCommand
-        loadSessions()
+        self.durable = durable
+        if durable { loadSessions() }
     }
 
     /// Whether a message for `sessionId` goes in through its hooks.

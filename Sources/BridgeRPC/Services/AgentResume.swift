@@ -55,7 +55,7 @@ extension AgentInbox {
         if let cwd = input?["cwd"]?.stringValue { s.cwd = cwd }
         s.ended = ended
         // seenAt is refreshed in the store once a day, not per event.
-        if before == nil || before?.cwd != s.cwd || before?.ended != s.ended || now - s.seenAt > 86_400_000 {
+        if durable, before == nil || before?.cwd != s.cwd || before?.ended != s.ended || now - s.seenAt > 86_400_000 {
             s.seenAt = now
             do { try store.put(.json(s.json), namespace: Self.namespace, key: sessionId, nowMs: now) } catch {
                 log.warn("session \(sessionId) not recorded: \(error)")
