@@ -12,7 +12,8 @@
 #      driver: the ASan build of the daemon serves the network e2e tests
 #      (Tests/e2e/test_network*.py, test_devices.py, test_http_hooks.py, and
 #      test_webapp.py for the web app's files served from C, test_push.py
-#      for the HTTP/2 push client and the push crypto) and
+#      for the HTTP/2 push client and the push crypto, test_hook_waits.py for
+#      the agent's outbox and the resume's child process) and
 #      any report it writes (log_path) fails the run. Leak checking is off
 #      there: the daemon ends with exit(), leaving its long-lived objects;
 #      leaks are the in-process suite's job (part 1).
@@ -97,7 +98,8 @@ net_e2e() {  # the ASan daemon under the network e2e tests and the black-box fuz
     set +e
     ASAN_OPTIONS="${asan_opts/detect_leaks=1/detect_leaks=0}:log_path=$logs/asan" CODINGBRIDGE_BIN="$scratch/debug/codingbridge" \
         python3 -m pytest -q Tests/e2e/test_network.py Tests/e2e/test_network_hostile.py Tests/e2e/test_network_browser.py \
-        Tests/e2e/test_devices.py Tests/e2e/test_http_hooks.py Tests/e2e/test_webapp.py Tests/e2e/test_push.py 2>&1 | tail -n 15 >&2
+        Tests/e2e/test_devices.py Tests/e2e/test_http_hooks.py Tests/e2e/test_webapp.py Tests/e2e/test_push.py \
+        Tests/e2e/test_hook_waits.py 2>&1 | tail -n 15 >&2
     rc=${PIPESTATUS[0]}
     ASAN_OPTIONS="${asan_opts/detect_leaks=1/detect_leaks=0}:log_path=$logs/asan" CODINGBRIDGE_BIN="$scratch/debug/codingbridge" \
         FUZZ_SECONDS="${SAN_FUZZ_SECONDS:-60}" bash Tests/fuzz/blackbox/run.sh || rc=1

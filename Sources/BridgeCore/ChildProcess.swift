@@ -41,6 +41,7 @@ extension EventLoop {
                 opts.stdio = io.baseAddress
                 opts.exit_cb = { p, status, signal in
                     let box = Unmanaged<ChildBox>.fromOpaque(p!.pointee.data).takeRetainedValue()
+                    p!.pointee.data = nil
                     uv_close(UnsafeMutableRawPointer(p!).assumingMemoryBound(to: uv_handle_t.self)) { h in h?.deallocate() }
                     box.exited(status, signal)
                 }
@@ -55,5 +56,14 @@ extension EventLoop {
         proc.pointee.data = Unmanaged.passRetained(ChildBox(exited)).toOpaque()
         // A pending child must not keep a stopping daemon's loop alive.
         uv_unref(UnsafeMutableRawPointer(proc).assumingMemoryBound(to: uv_handle_t.self))
+    }
+}
+
+/// Closes a child's handle still open when the loop ends (the child outlived
+/// the daemon's loop): its exit callback and memory go with it.
+func closeChildHandle(_ h: UnsafeMutablePointer<uv_handle_t>) {
+    uv_close(h) { h in
+        if let d = h?.pointee.data { Unmanaged<ChildBox>.fromOpaque(d).release() }
+        h?.deallocate()
     }
 }

@@ -12,8 +12,12 @@ public final class EventLoop {
     }
 
     deinit {
-        // Close any handles still open (timers, pipes) so uv_loop_close succeeds.
-        uv_walk(uv, { h, _ in if uv_is_closing(h) == 0 { uv_close(h, nil) } }, nil)
+        // Close any handles still open (timers, pipes) so uv_loop_close succeeds;
+        // a child process's handle is ours to free (ChildProcess.swift).
+        uv_walk(uv, { h, _ in
+            guard let h, uv_is_closing(h) == 0 else { return }
+            if h.pointee.type == UV_PROCESS { closeChildHandle(h) } else { uv_close(h, nil) }
+        }, nil)
         // After a stop() (the server's exit) uv_run returns at once, clearing
         // the flag as it does: run until the closes above have finished, or
         // uv_loop_close fails and the loop's memory leaks.
