@@ -331,6 +331,15 @@ def user_texts(body):
 
 # ---- running the CLI -----------------------------------------------------------
 
+def recorded_hook_inputs(record, event=None):
+    """The hook inputs the recorder wrote to `record` (one JSON per line), of `event` if given."""
+    if not os.path.exists(record):
+        return []
+    with open(record) as f:
+        ins = [json.loads(line) for line in f if line.strip()]
+    return [i for i in ins if event is None or i.get("hook_event_name") == event]
+
+
 def _recorder(record):
     return (f"python3 -c 'import sys; d=sys.stdin.read(); "
             f"open(sys.argv[1],\"a\").write(d.strip()+\"\\n\"); sys.stdout.write(d)' {shlex.quote(record)}")

@@ -269,15 +269,17 @@ def flood_unread(s, data, reset_ok=False, stuck_for=0.5):
         assert sent < 1 << 30, "the server kept reading a client that never reads"
 
 
-def start_daemon(state_dir):
-    """`serve --state-dir D --listen unix --no-stdio`, returned once it logged
-    that it listens on <D>/codingbridge.sock. Terminate it when done."""
-    d = subprocess.Popen([binary(), "serve", "--state-dir", state_dir, "--listen", "unix", "--no-stdio"],
+def start_daemon(state_dir, *args, log=None):
+    """`serve --state-dir D --listen unix --no-stdio ARGS`, returned once it
+    logged that it listens on <D>/codingbridge.sock. Terminate it when done.
+    With `log` (a list) its later stderr lines are kept there (for failure
+    messages); else they go nowhere rather than fill a pipe."""
+    d = subprocess.Popen([binary(), "serve", "--state-dir", state_dir, "--listen", "unix", "--no-stdio", *args],
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     for line in d.stderr:
         if "listening on" in line:
-            # Nobody reads its log from here on: let it go nowhere rather than fill a pipe.
-            threading.Thread(target=d.stderr.read, daemon=True).start()
+            keep = log.extend if log is not None else (lambda lines: None)
+            threading.Thread(target=lambda: keep(d.stderr), daemon=True).start()
             return d
     pytest.fail(f"the daemon exited with {d.wait()} before listening")
 

@@ -50,11 +50,7 @@ def rig(sockdir):
             return api, run
 
         def hook_inputs(self, event=None):
-            if not os.path.exists(self.hooks_log):
-                return []
-            with open(self.hooks_log) as f:
-                ins = [json.loads(line) for line in f if line.strip()]
-            return [i for i in ins if event is None or i.get("hook_event_name") == event]
+            return cc.recorded_hook_inputs(self.hooks_log, event)
 
         def approvals(self, run, count=1, timeout=20):
             """Waits (polling approval.list) until `count` approvals are pending."""
