@@ -82,6 +82,7 @@ public enum Localization {
         "operation.searching_web": "Searching the web",
         "operation.subtask": "Working on a subtask",
         "operation.planning": "Planning tasks",
+        "operation.asking": "Asking you a question",
         "operation.working": "Working",
         // Elapsed-time words (ElapsedFormatter.Words(table:): short and spoken styles)
         "elapsed.day.one": "day", "elapsed.day.other": "days", "elapsed.day.abbrev": "d",

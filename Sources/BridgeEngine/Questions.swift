@@ -26,9 +26,11 @@ extension Engine {
         if state.questionIndex[questionId] != nil || state.answeredQuestions[questionId] != nil { return }
         var q = QuestionRequest(questionId: questionId, sessionId: e.sessionId, questions: questions, createdAt: now)
         state.questionIndex[questionId] = e.sessionId
+        let asking = strings["operation.asking"]
         let session = withSession(e.sessionId, now: now) { s -> Session in
             if s.run != .running { s.run = .running; if s.startedAt == nil { s.startedAt = now } }
             s.message = nil
+            s.operation = asking // not "Starting": what Claude does is ask
             return s
         }
         let link = DeepLink.question(sessionId: e.sessionId, questionId: questionId)
