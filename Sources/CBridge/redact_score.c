@@ -85,6 +85,21 @@ static int starts(const char *s, size_t len, const char *p) {
     return len >= m && strncasecmp(s, p, m) == 0;
 }
 
+/* An HCL expression naming where the value lives: a reference root then
+ * identifiers joined by dots (random values have no such prefix). */
+static int is_hcl_reference(const char *s, size_t len) {
+    static const char *roots[] = {"var.", "data.", "local.", "module.", NULL};
+    int rooted = 0;
+    for (int i = 0; roots[i] && !rooted; i++) rooted = len > strlen(roots[i]) && strncmp(s, roots[i], strlen(roots[i])) == 0;
+    if (!rooted) return 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
 int cb_redact_is_placeholder(const char *s, size_t len) {
     /* Trim surrounding quotes/space the caller may have left on. */
     while (len && (*s == ' ' || *s == '"' || *s == '\'')) { s++; len--; }
@@ -107,6 +122,10 @@ int cb_redact_is_placeholder(const char *s, size_t len) {
     if (starts(s, len, "file:") || starts(s, len, "env:") || starts(s, len, "fd:")) return 1;
     /* A file the tool reads the value from (password=@password.txt). */
     if (s[0] == '@' && len > 2 && cb_redact_is_path_like(s + 1, len - 1)) return 1;
+    /* The message of a shell ${VAR:?message} (an error text, not a default). */
+    if (s[0] == '?' && len > 1 && cb_redact_is_plain_word(s + 1, len - 1)) return 1;
+    /* Terraform/HCL references: var.x, data.aws_ssm_parameter.x.value, local.x, module.x.y. */
+    if (is_hcl_reference(s, len)) return 1;
     /* A YAML tag instead of the value (password: !vault |, !Ref DbPassword). */
     if (s[0] == '!' && len > 1 && cb_redact_is_plain_word(s + 1, len - 1)) return 1;
     /* Code that reads the secret from somewhere else; documentation filler. */
