@@ -121,7 +121,7 @@ public struct Session: Equatable, Sendable {
     }
 
     /// Still needs the person or still working: candidates for the Live Activity.
-    var isActive: Bool { run == .running || run == .waiting || !pendingApprovals.isEmpty || !pendingQuestions.isEmpty }
+    public var isActive: Bool { run == .running || run == .waiting || !pendingApprovals.isEmpty || !pendingQuestions.isEmpty }
 
     public func elapsedSeconds(at now: Millis) -> Int? {
         startedAt.map { Int(max(0, now - $0) / 1000) }

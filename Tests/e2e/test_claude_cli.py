@@ -210,8 +210,7 @@ def test_nobody_to_answer_does_not_hold_claude(sockdir):
         [tr] = api.tool_results()
         assert tr["is_error"] is True
         assert run.result()["result"] == "OK, not written."
-        with open(record) as f:
-            assert any(json.loads(line)["hook_event_name"] == "PermissionRequest" for line in f if line.strip())
+        assert cc.recorded_hook_inputs(record, "PermissionRequest")
         phone = SocketClient(os.path.join(sockdir, "codingbridge.sock"))
         phone.initialize(deviceId="phone")
         assert phone.request("approval.list")["approvals"] == []

@@ -125,9 +125,7 @@ public enum ClaudeHookAdapter {
             let prompt = try AgentFields.optionalString(o, "prompt", source)
             // A new prompt means the last turn is over (the person interrupted
             // it or answered in the terminal): nothing waits for a permission.
-            for a in engine.session(sid)?.pendingApprovals ?? [] where a.requestId.hasPrefix("hook-") {
-                add(.approvalCancelled(requestId: a.requestId))
-            }
+            for k in turnOver(engine.session(sid)) { add(k) }
             add(.taskStarted(prompt: prompt))
         }
 
@@ -224,7 +222,7 @@ public enum ClaudeHookAdapter {
 
         mutating func sessionEnd(_ engine: Engine) throws {
             let reason = try AgentFields.optionalString(o, "reason", source) ?? "other"
-            if let s = engine.session(sid), [.processing, .awaitingApproval, .awaitingAnswer, .awaitingInput].contains(s.status) {
+            if engine.session(sid)?.isActive == true {
                 add(.taskCompleted(summary: "Session ended (\(reason))"))
             } else {
                 m.ignore("SessionEnd: the session is not running")
@@ -232,9 +230,17 @@ public enum ClaudeHookAdapter {
         }
     }
 
+    /// An approval this adapter made (a hook's PermissionRequest).
+    static func isHookApproval(_ a: ApprovalRequest) -> Bool { a.requestId.hasPrefix("hook-") }
+
     /// A pending approval this adapter made for the same tool call.
     static func isHookRequest(_ a: ApprovalRequest, for name: String, _ input: [String: JSON]) -> Bool {
-        a.requestId.hasPrefix("hook-") && a.tool == ToolCalls.toolUse(name: name, input: input)
+        isHookApproval(a) && a.tool == ToolCalls.toolUse(name: name, input: input)
+    }
+
+    /// The session's turn is over: the hook approvals still waiting in it are cancelled.
+    static func turnOver(_ session: Session?) -> [AgentEvent.Kind] {
+        (session?.pendingApprovals ?? []).filter(isHookApproval).map { .approvalCancelled(requestId: $0.requestId) }
     }
 
     /// What the hook prints for Claude Code (PermissionRequest decision

@@ -62,9 +62,7 @@ enum AgentMethods {
                              _ log: Logger) throws -> JSON {
         // Not completed, but its turn's open permission requests are over (as at a Stop).
         let sid = m.sessionId ?? ""
-        m.events = (host.engine.session(sid)?.pendingApprovals ?? []).filter { $0.requestId.hasPrefix("hook-") }.map {
-            .agent(AgentEvent(sessionId: sid, kind: .approvalCancelled(requestId: $0.requestId)))
-        }
+        m.events = ClaudeHookAdapter.turnOver(host.engine.session(sid)).map { .agent(AgentEvent(sessionId: sid, kind: $0)) }
         m.ignore("Stop: message \(message.id) from a device continues the session")
         guard case .object(var o) = try apply(m, host, log) else { return .null }
         o["decision"] = "continue"
