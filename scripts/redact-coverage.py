@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Coverage of the redaction catalog against the formats other rule sets document.
 
-For every rule of gitleaks (config/gitleaks.toml), Kingfisher (data/rules/*.yml) and
-TruffleHog (pkg/detectors/*/*.go: each detector's secret pattern, keyPat/secretPat/...)
+For every rule of gitleaks (config/gitleaks.toml), Kingfisher (data/rules/*.yml), Nosey
+Parker (crates/noseyparker/data/default/builtin/rules/*.yml) and TruffleHog (pkg/detectors/*/*.go: each detector's secret pattern, keyPat/secretPat/...)
 this builds SYNTHETIC secrets from the rule's format (prefix, alphabet, length read
 from its pattern's secret group; random characters from a fixed seed), places them
 in the context the rule's keyword implies (`NAME_API_KEY=<secret>`, and bare in a log
@@ -12,7 +12,8 @@ Benign look-alikes (the same alphabets without the prefix, UUIDs, hashes) measur
 false positives. Nothing of the other projects is copied: their patterns are only
 parsed for the format facts; values and contexts are generated here.
 
-  scripts/redact-coverage.py [--gitleaks DIR] [--kingfisher DIR] [--trufflehog DIR] [--bin PATH] [-v]
+  scripts/redact-coverage.py [--gitleaks DIR] [--kingfisher DIR] [--noseyparker DIR] [--trufflehog DIR]
+      [--bin PATH] [-v]
       [--all-contexts] [--with-optional] [--examples]
   scripts/redact-coverage.py ... --write-corpus Tests/redact-corpus/heldout-rulesets.txt \
       --write-benign Tests/redact-corpus/heldout-benign-rulesets.txt
@@ -44,6 +45,7 @@ ALPHABETS["b64"] = ALPHABETS["alnum"] + "+/"
 ALPHABETS["b64url"] = ALPHABETS["alnum"] + "-_"
 # Largest first: a class gets the largest named alphabet it contains.
 BY_SIZE = sorted(ALPHABETS, key=lambda k: -len(ALPHABETS[k]))
+ALPHABETS["bcrypt"] = "./" + ALPHABETS["alnum"]  # the corpus templates' crypt alphabet; never generated
 PRINTABLE = [chr(c) for c in range(33, 127)]
 # How many times an optional part ("x?") is generated: 0 by default, so a format is
 # read at its shortest; --with-optional makes it 1 (checksums, suffixes, tails).
@@ -138,8 +140,10 @@ def gitleaks_rules(src):
                "group": r.get("secretGroup"), "keywords": r.get("keywords", [])}
 
 
-def kingfisher_rules(src):
-    for path, text in sorted(read_tree(src, ("data/rules/", ".yml")).items()):
+def yaml_rules(src, source, prefix):
+    """Kingfisher's and Nosey Parker's rule files (one YAML format: Kingfisher began as
+    a fork of Nosey Parker's rules)."""
+    for path, text in sorted(read_tree(src, (prefix, ".yml")).items()):
         try:
             doc = yaml.safe_load(text)
         except yaml.YAMLError:
@@ -148,9 +152,17 @@ def kingfisher_rules(src):
             if "pattern" not in r or r.get("visible") is False:
                 continue  # invisible rules find ids and hosts that a secret rule depends on
             stem = os.path.basename(path)[:-4]
-            yield {"source": "kingfisher", "id": r.get("id", stem), "name": r.get("name", ""),
+            yield {"source": source, "id": r.get("id", stem), "name": r.get("name", ""),
                    "pattern": r["pattern"], "group": None, "keywords": [stem],
                    "examples": [e for e in r.get("examples") or [] if isinstance(e, str)]}
+
+
+def kingfisher_rules(src):
+    return yaml_rules(src, "kingfisher", "data/rules/")
+
+
+def noseyparker_rules(src):
+    return yaml_rules(src, "noseyparker", "crates/noseyparker/data/default/builtin/rules/")
 
 
 SECRET_VAR = re.compile(r"(?i)(key|secret|token|pass|pat$|pwd|auth|cred)")
@@ -456,8 +468,10 @@ def expand_case(template):
 
 
 # Rules that find identifiers or public values (client ids, publishable and public keys,
-# host names, SAS token fields): reported apart, not counted as misses.
-NOT_A_SECRET = re.compile(r"(?i)client[-_ .]?id|public|publishable|portal|(sip|sv|time)value|\.iadpat")
+# host names, bucket names, ARNs, account ids, user names, SAS token fields): reported
+# apart, not counted as misses.
+NOT_A_SECRET = re.compile(r"(?i)client[-_ .]?id|public|publishable|portal|(sip|sv|time)value|\.iadpat|"
+                          r"account id|\bbucket|resource name|domain$|app username")
 
 
 def measure(bin_path, rules, verbose, all_contexts=False):
@@ -500,8 +514,14 @@ def measure(bin_path, rules, verbose, all_contexts=False):
 
 
 def measure_examples(bin_path, rules):
-    """Kingfisher's own example lines (read at run time, never written anywhere): is
-    the part its pattern calls the secret redacted? Realistic contexts, measured only."""
+    """The rule sets' own example lines (Kingfisher, Nosey Parker; read at run time, never
+    written anywhere): is the part the pattern calls the secret redacted? Realistic
+    contexts, measured only."""
+    for source in sorted({r["source"] for r in rules if r.get("examples")}):
+        measure_examples_of(bin_path, source, [r for r in rules if r["source"] == source])
+
+
+def measure_examples_of(bin_path, source, rules):
     cases = []
     for r in rules:
         if NOT_A_SECRET.search(r["id"] + " " + r["name"]) or not r.get("examples"):
@@ -528,7 +548,7 @@ def measure_examples(bin_path, rules):
         if not hit:
             missed.append((r, ex, h))
         pos += len(ex.encode()) + 1
-    print(f"kingfisher examples: {len(cases) - len(missed)}/{len(cases)} redacted "
+    print(f"{source} examples: {len(cases) - len(missed)}/{len(cases)} redacted "
           f"({1 - len(missed) / max(len(cases), 1):.3f}); rules with a miss: {len({m[0]['id'] for m in missed})}; "
           f"secrets with entropy >= 3.5 bits/char: {random_total - random_missed}/{random_total}")
     for r, ex, h in missed:
@@ -562,6 +582,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gitleaks", default="/work/.mirror/gitleaks+gitleaks/repo")
     ap.add_argument("--kingfisher", default="/work/.mirror/mongodb+kingfisher/repo")
+    ap.add_argument("--noseyparker", default="/work/.mirror/praetorian-inc+noseyparker/repo")
     ap.add_argument("--trufflehog", default="/work/.mirror/trufflesecurity+trufflehog/repo")
     ap.add_argument("--bin", default=None, help="codingbridge binary (default: the release build)")
     ap.add_argument("--write-corpus", help="write the secret cases as templates to this file")
@@ -569,12 +590,14 @@ def main():
     ap.add_argument("--all-contexts", action="store_true", help="every key-name syntax for every rule (not written)")
     ap.add_argument("--with-optional", action="store_true", help="generate optional parts too (not written)")
     ap.add_argument("--examples", action="store_true",
-                    help="also run Kingfisher's own example lines (measured, never written)")
+                    help="also run Kingfisher's and Nosey Parker's own example lines (measured, never written)")
     ap.add_argument("-v", action="store_true", help="also list the rules whose format can't be generated")
     a = ap.parse_args()
     global OPTIONAL
     OPTIONAL = 1 if a.with_optional else 0
     rules = list(gitleaks_rules(a.gitleaks)) + list(kingfisher_rules(a.kingfisher))
+    if a.noseyparker and os.path.exists(a.noseyparker):
+        rules += list(noseyparker_rules(a.noseyparker))
     if a.trufflehog and os.path.exists(a.trufflehog):
         rules += list(trufflehog_rules(a.trufflehog))
     bin_path = a.bin or os.path.join(subprocess.run(["swift", "build", "-c", "release", "--show-bin-path"],

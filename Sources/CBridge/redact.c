@@ -445,10 +445,20 @@ static int prose_follows(const unsigned char *v, size_t len, const unsigned char
 
 static inline int is_alpha_(unsigned char x) { return (x >= 'a' && x <= 'z') || (x >= 'A' && x <= 'Z') || x == '_'; }
 
-static int password_ok(const unsigned char *v, size_t len, const unsigned char *end_of_text) {
+static int quoted_at(const unsigned char *name, const unsigned char *v) {
+    return v > name && (v[-1] == '"' || v[-1] == '\'' || v[-1] == '`');
+}
+
+/* A quoted literal is what the code uses, even a weak word: $mail->Password =
+ * 'secret', password 'password' in a Gradle block. Unquoted, "password: secret"
+ * may be a sentence, so the stopwords apply. */
+static int password_ok(const unsigned char *name, const unsigned char *v, size_t len, const unsigned char *end_of_text) {
     const char *s = (const char *)v;
-    return !cb_redact_is_placeholder(s, len) && !cb_redact_is_stopword(s, len) && !cb_redact_is_path(s, len) &&
-           s[0] != '-' && !prose_follows(v, len, end_of_text);
+    int stop = cb_redact_is_stopword(s, len) && !(quoted_at(name, v) && cb_redact_is_credential_word(s, len));
+    /* &str, &mut, &lt;...&gt;: a reference type or an escaped <placeholder>. */
+    int ampersand_word = s[0] == '&' && len > 1 && ((v[1] | 0x20) >= 'a' && (v[1] | 0x20) <= 'z');
+    return !cb_redact_is_placeholder(s, len) && !stop && !cb_redact_is_path(s, len) && s[0] != '-' &&
+           !ampersand_word && !prose_follows(v, len, end_of_text);
 }
 
 /* An unquoted identifier given as a keyword argument, as in
@@ -495,15 +505,14 @@ static int gate_ok(unsigned gate, const unsigned char *text, const unsigned char
     case CB_GATE_NONE: return 1;
     case CB_GATE_PLACEHOLDER: return !cb_redact_is_placeholder(s, len);
     case CB_GATE_PASSWORD:
-        return password_ok(v, len, end_of_text) && !cb_redact_benign_name((const char *)name, (size_t)(v - name)) &&
+        return password_ok(name, v, len, end_of_text) && !cb_redact_benign_name((const char *)name, (size_t)(v - name)) &&
                !argument_variable(text, name, v, len) && !code_reference(name, v, len, end_of_text) &&
                !(v > name && v[-1] != '"' && v[-1] != '\'' && cb_redact_is_cmdlet(s, len));
     case CB_GATE_RANDOM: return cb_redact_looks_random(s, len);
-    case CB_GATE_PROSE: {
-        int quoted = v > name && (v[-1] == '"' || v[-1] == '\'' || v[-1] == '`');
-        return password_ok(v, len, end_of_text) && (quoted || !cb_redact_is_plain_word(s, len)) &&
+    case CB_GATE_PROSE:
+        return password_ok(name, v, len, end_of_text) && (quoted_at(name, v) || !cb_redact_is_plain_word(s, len)) &&
                !code_reference(name, v, len, end_of_text);
-    }
+    case CB_GATE_LITERAL: return !cb_redact_is_placeholder(s, len) && !cb_redact_is_path(s, len);
     }
     return 1;
 }
@@ -635,6 +644,8 @@ static int try_trigger(struct call *c, const struct trig *t, size_t i, uint32_t 
         int caps = !(r->flags & CB_TRIG_CASE) && is_upper(p) && is_upper(q); /* APIKEY */
         if (!hump && !caps) return 0;
     }
+    if ((r->flags & CB_TRIG_GLUED) && !(start > 0 && (is_alnum(u[start - 1]) || u[start - 1] == '_' || u[start - 1] == '-')))
+        return 0;
     if (!context_ok(r->flags, u, c->n, i + t->len)) return 0;
     int rc = prepare(c);
     if (rc) return rc;

@@ -12,6 +12,9 @@ enum cb_redact_gate {
     CB_GATE_RANDOM,       /* + must look machine-generated (randomness score) */
     CB_GATE_PROSE,        /* password gate; unquoted, it must not be a plain word
                              ("the password is wrong" vs "... is hunter2") */
+    CB_GATE_LITERAL,      /* placeholder gate + not a path: the syntax alone says
+                             "this is the password" (psexec -p x, ;Password=x;),
+                             so any literal word counts, "secret" included */
 };
 
 /* Trigger flags (rule level). */
@@ -32,6 +35,9 @@ enum cb_redact_gate {
 
 #define CB_TRIG_VERB     0x20u /* the regex runs only if " is " or " was " follows the
                                  trigger: "the key is ..." */
+#define CB_TRIG_GLUED    0x40u /* the regex runs only if the trigger is glued to a
+                                  name before it (a letter, digit, "_" or "-"):
+                                  acmeSECRET, acme-private-key */
 
 #define CB_REDACT_MAX_TRIGGERS 8
 
@@ -52,6 +58,7 @@ extern const size_t cb_redact_catalog_count;
 
 /* Gate helpers (redact_score.c). */
 int cb_redact_is_stopword(const char *s, size_t len);
+int cb_redact_is_credential_word(const char *s, size_t len);
 int cb_redact_is_path(const char *s, size_t len);
 int cb_redact_is_plain_word(const char *s, size_t len);
 int cb_redact_is_path_like(const char *s, size_t len);

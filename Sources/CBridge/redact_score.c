@@ -100,6 +100,14 @@ static int is_hcl_reference(const char *s, size_t len) {
     return 1;
 }
 
+static int is_identifier(const char *s, size_t len) {
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) return 0;
+    }
+    return 1;
+}
+
 int cb_redact_is_placeholder(const char *s, size_t len) {
     /* Trim surrounding quotes/space the caller may have left on. */
     while (len && (*s == ' ' || *s == '"' || *s == '\'')) { s++; len--; }
@@ -123,7 +131,7 @@ int cb_redact_is_placeholder(const char *s, size_t len) {
     /* A file the tool reads the value from (password=@password.txt). */
     if (s[0] == '@' && len > 2 && cb_redact_is_path_like(s + 1, len - 1)) return 1;
     /* The message of a shell ${VAR:?message} (an error text, not a default). */
-    if (s[0] == '?' && len > 1 && cb_redact_is_plain_word(s + 1, len - 1)) return 1;
+    if (s[0] == '?' && len > 1 && is_identifier(s + 1, len - 1)) return 1;
     /* Terraform/HCL references: var.x, data.aws_ssm_parameter.x.value, local.x, module.x.y. */
     if (is_hcl_reference(s, len)) return 1;
     /* A YAML tag instead of the value (password: !vault |, !Ref DbPassword). */
@@ -152,6 +160,15 @@ int cb_redact_is_stopword(const char *s, size_t len) {
         "stored", "encrypted", "hashed", "protected", "same", "different", "sent", "set", "needed",
         "secret", "unknown", "ignored", "redacted", "removed", "rotated", "revoked", "unchanged",
         "password", "passwd", "passphrase", "pass", "pwd", "token", NULL};
+    for (int i = 0; words[i]; i++)
+        if (strlen(words[i]) == len && strncasecmp(s, words[i], len) == 0) return 1;
+    return 0;
+}
+
+/* The words for a secret itself: as a value they are a label or a
+ * placeholder unless the code quotes them. */
+int cb_redact_is_credential_word(const char *s, size_t len) {
+    static const char *words[] = {"secret", "password", "passwd", "passphrase", NULL};
     for (int i = 0; words[i]; i++)
         if (strlen(words[i]) == len && strncasecmp(s, words[i], len) == 0) return 1;
     return 0;
@@ -250,7 +267,7 @@ static const char *const benign_words[] = {
     "timeout", "ttl", "attempts", "retries", "complexity", "history", "command", "cmd", "placeholder",
     "input", "less", "chars", "digits", "validation", "validator", "error", "message", "msg", "title",
     "text", "help", "format", "algorithm", "algo", "store", "manager", "provider", "source", "method",
-    "stdin", "env", "var", "lifetime", "days", "interval", "param", "parameter", NULL};
+    "stdin", "env", "var", "lifetime", "days", "interval", "param", "parameter", "encryption", "scheme", NULL};
 
 static int benign_segment(const char *w, size_t n) {
     char low[16];
@@ -290,12 +307,12 @@ int cb_redact_is_path_like(const char *s, size_t len) {
     return sep;
 }
 
-/* A PowerShell cmdlet (Verb-Noun: Read-Host, Get-Content) given unquoted as a
- * value: $pw = Read-Host -AsSecureString runs a command. */
+/* A PowerShell cmdlet (Verb-Noun: Read-Host, Get-Content, ConvertTo-SecureString)
+ * given unquoted as a value: $pw = Read-Host -AsSecureString runs a command. */
 int cb_redact_is_cmdlet(const char *s, size_t len) {
     size_t i = 0;
     if (len < 5 || !(cls[(unsigned char)s[0]] & 2)) return 0;
-    for (i = 1; i < len && (cls[(unsigned char)s[i]] & 1); i++) {}
+    for (i = 1; i < len && (cls[(unsigned char)s[i]] & 3); i++) {}
     if (i < 3 || i + 2 >= len || s[i] != '-' || !(cls[(unsigned char)s[i + 1]] & 2)) return 0;
     for (i += 2; i < len && (cls[(unsigned char)s[i]] & 3); i++) {}
     return i == len;
