@@ -479,15 +479,20 @@ static int argument_variable(const unsigned char *text, const unsigned char *nam
  * params[:password]): code that reads the password, not the password. */
 static int code_reference(const unsigned char *name, const unsigned char *v, size_t len, const unsigned char *end) {
     if (len == 0 || (v > name && (v[-1] == '"' || v[-1] == '\'' || v[-1] == '`'))) return 0;
-    size_t dots = 0;
+    size_t dots = 0, seg = 0;
     int seg_start = 1;
-    for (size_t i = 0; i < len; i++) {
-        if (v[i] == '.') {
+    for (size_t i = 0; i <= len; i++) {
+        if (i == len || v[i] == '.') {
+            /* A long random part makes it a dotted token (Discord's), not a member chain. */
+            if (seg >= 16 && cb_redact_looks_random((const char *)v + i - seg, seg)) return 0;
+            if (i == len) break;
             if (seg_start) return 0;
             dots++;
             seg_start = 1;
+            seg = 0;
         } else if (is_alpha_(v[i]) || (!seg_start && v[i] >= '0' && v[i] <= '9')) {
             seg_start = 0;
+            seg++;
         } else {
             return 0;
         }

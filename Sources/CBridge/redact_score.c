@@ -108,6 +108,12 @@ static int is_identifier(const char *s, size_t len) {
     return 1;
 }
 
+static int is_identifier_dashed(const char *s, size_t len) {
+    for (size_t i = 0; i < len; i++)
+        if (!is_identifier(s + i, 1) && s[i] != '-' && s[i] != '.') return 0;
+    return len > 0;
+}
+
 int cb_redact_is_placeholder(const char *s, size_t len) {
     /* Trim surrounding quotes/space the caller may have left on. */
     while (len && (*s == ' ' || *s == '"' || *s == '\'')) { s++; len--; }
@@ -126,6 +132,10 @@ int cb_redact_is_placeholder(const char *s, size_t len) {
     if (s[0] == '<' && s[len - 1] == '>') return 1;
     if (s[0] == '{' || s[0] == '[') return 1;
     if (starts(s, len, "%(") || starts(s, len, "#{") || starts(s, len, "@{")) return 1;
+    /* A printf/SQL parameter (password=%s, pwd=?) or a BuildKit secret spec (id=npm,src=...). */
+    if ((s[0] == '%' && len <= 4) || (len == 1 && s[0] == '?') || starts(s, len, "id=")) return 1;
+    /* A secret manager's name:version reference (--set-secrets=DB_PASS=db-pass:latest). */
+    if (len > 7 && strncasecmp(s + len - 7, ":latest", 7) == 0 && is_identifier_dashed(s, len - 7)) return 1;
     /* Where openssl and friends read the password from: -pass file:key.txt, env:VAR, fd:3. */
     if (starts(s, len, "file:") || starts(s, len, "env:") || starts(s, len, "fd:")) return 1;
     /* A file the tool reads the value from (password=@password.txt). */
@@ -148,6 +158,17 @@ int cb_redact_is_placeholder(const char *s, size_t len) {
     return 0;
 }
 
+/* s (len bytes) is one of words, ignoring case. The first byte is compared
+ * before any length: most values share it with no word. */
+static int in_word_list(const char *const *words, const char *s, size_t len) {
+    if (len == 0) return 0;
+    unsigned char first = (unsigned char)s[0] | 0x20;
+    for (int i = 0; words[i]; i++)
+        if ((unsigned char)words[i][0] == first && strlen(words[i]) == len && strncasecmp(s, words[i], len) == 0)
+            return 1;
+    return 0;
+}
+
 int cb_redact_is_stopword(const char *s, size_t len) {
     static const char *words[] = {
         "true", "false", "null", "nil", "none", "yes", "no", "on", "off", "required", "optional",
@@ -160,18 +181,14 @@ int cb_redact_is_stopword(const char *s, size_t len) {
         "stored", "encrypted", "hashed", "protected", "same", "different", "sent", "set", "needed",
         "secret", "unknown", "ignored", "redacted", "removed", "rotated", "revoked", "unchanged",
         "password", "passwd", "passphrase", "pass", "pwd", "token", NULL};
-    for (int i = 0; words[i]; i++)
-        if (strlen(words[i]) == len && strncasecmp(s, words[i], len) == 0) return 1;
-    return 0;
+    return in_word_list(words, s, len);
 }
 
 /* The words for a secret itself: as a value they are a label or a
  * placeholder unless the code quotes them. */
 int cb_redact_is_credential_word(const char *s, size_t len) {
     static const char *words[] = {"secret", "password", "passwd", "passphrase", NULL};
-    for (int i = 0; words[i]; i++)
-        if (strlen(words[i]) == len && strncasecmp(s, words[i], len) == 0) return 1;
-    return 0;
+    return in_word_list(words, s, len);
 }
 
 int cb_redact_is_path(const char *s, size_t len) {
