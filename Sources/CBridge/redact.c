@@ -609,6 +609,14 @@ static int quote_follows(const unsigned char *u, size_t n, size_t j) {
     return j < n && (u[j] == '"' || u[j] == '\'');
 }
 
+/* " (" within the next 72 bytes of the trigger's line. */
+static int paren_follows(const unsigned char *u, size_t n, size_t j) {
+    size_t lim = j + 72 < n ? j + 72 : n;
+    for (; j + 1 < lim && u[j] != '\n'; j++)
+        if ((u[j] == ' ' || u[j] == '\t') && u[j + 1] == '(') return 1;
+    return 0;
+}
+
 /* After the trigger, blanks, then "is" or "was" and a blank or ':'. */
 static int verb_follows(const unsigned char *u, size_t n, size_t j) {
     size_t k = j;
@@ -625,6 +633,7 @@ static int context_ok(unsigned flags, const unsigned char *u, size_t n, size_t j
     if ((flags & CB_TRIG_CALL) && !call_follows(u, n, j)) return 0;
     if ((flags & CB_TRIG_QUOTED) && !quote_follows(u, n, j)) return 0;
     if ((flags & CB_TRIG_VERB) && !verb_follows(u, n, j)) return 0;
+    if ((flags & CB_TRIG_PAREN) && !paren_follows(u, n, j)) return 0;
     return 1;
 }
 

@@ -46,10 +46,10 @@ static const char *const needles[] = {
     "os.environ", "os.getenv", "process.env", "getenv(", "env(", "env[", "secrets.", "vault:", "keychain",
     "ssm:", "arn:aws:secretsmanager", "[redacted", "redacted]",
     /* documentation filler */
-    "your_", "your-", "yourapi", "your api", "changeme", "change_me", "placeholder", "example", "dummy",
-    "replace_me", "replace-me", "todo", "insert_",
+    "your_", "your-", "yourapi", "your api", "changeme", "change_me", "change-me", "placeholder", "example", "dummy",
+    "replace_me", "replace-me", "todo", "insert_", "put your",
     /* publishable keys: public by design */
-    "pk_test_", "pk_live_",
+    "pk_test_", "pk_live_", "pk.eyj",
 };
 #define NNEEDLES (sizeof needles / sizeof needles[0])
 
@@ -128,8 +128,9 @@ int cb_redact_is_placeholder(const char *s, size_t len) {
     /* Shell/Make/compose references: $VAR, ${VAR}, $(cmd), %VAR% (Windows). */
     if (s[0] == '$') return 1;
     if (s[0] == '%' && len > 2 && s[len - 1] == '%') return 1;
-    /* Template syntaxes: <your-key>, {{ .Values.secret }}, {secret}, %(pw)s, #{x}. */
-    if (s[0] == '<' && s[len - 1] == '>') return 1;
+    /* Template syntaxes: <your-key>, {{ .Values.secret }}, {secret}, %(pw)s, #{x};
+     * a tool's note in place of the value: (sensitive value), (hidden). */
+    if ((s[0] == '<' && s[len - 1] == '>') || (s[0] == '(' && s[len - 1] == ')')) return 1;
     if (s[0] == '{' || s[0] == '[') return 1;
     if (starts(s, len, "%(") || starts(s, len, "#{") || starts(s, len, "@{")) return 1;
     /* A printf/SQL parameter (password=%s, pwd=?) or a BuildKit secret spec (id=npm,src=...). */
@@ -151,7 +152,7 @@ int cb_redact_is_placeholder(const char *s, size_t len) {
     /* Masked or dummy values: ****, xxxx, ...., same character repeated. */
     size_t same = 1;
     for (size_t i = 1; i < len; i++) same += s[i] == s[0];
-    if (same == len && len >= 3) return 1;
+    if (same == len && (len >= 3 || s[0] == '*')) return 1;
     size_t masked = 0;
     for (size_t i = 0; i < len; i++) masked += s[i] == '*' || s[i] == 'x' || s[i] == 'X' || s[i] == '.';
     if (len >= 4 && masked * 10 >= len * 8) return 1;
@@ -284,7 +285,7 @@ static const char *const benign_words[] = {
     "timeout", "ttl", "attempts", "retries", "complexity", "history", "command", "cmd", "placeholder",
     "input", "less", "chars", "digits", "validation", "validator", "error", "message", "msg", "title",
     "text", "help", "format", "algorithm", "algo", "store", "manager", "provider", "source", "method",
-    "stdin", "env", "var", "lifetime", "days", "interval", "param", "parameter", "encryption", "scheme", NULL};
+    "stdin", "env", "var", "lifetime", "days", "interval", "param", "parameter", "encryption", "scheme", "maps", NULL};
 
 static int benign_segment(const char *w, size_t n) {
     char low[16];
