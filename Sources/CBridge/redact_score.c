@@ -220,6 +220,16 @@ static int is_hex(const char *s, size_t len) {
     return 1;
 }
 
+/* An object key or relative file path: segments joined by '/' ending in a short
+ * extension (uploads/2026/11/<uuid>.png); base64 does not end in ".png". */
+static int is_file_key(const char *s, size_t len) {
+    if (!memchr(s, '/', len)) return 0;
+    size_t i = len;
+    while (i > 0 && cls[(unsigned char)s[i - 1]] & 1) i--;
+    size_t ext = len - i;
+    return ext >= 2 && ext <= 4 && i > 1 && s[i - 1] == '.' && cb_redact_is_path_like(s, len);
+}
+
 int cb_redact_looks_random(const char *s, size_t len) {
     if (len < 12) return 0;
     const unsigned char *u = (const unsigned char *)s;
@@ -262,7 +272,7 @@ int cb_redact_looks_random(const char *s, size_t len) {
     if (is_hex(s, len)) need = len >= 32 ? 3.1 : len >= 24 ? 2.95 : len >= 20 ? 2.8 : len >= 16 ? 2.6 : 2.8;
     if (h < need) return 0;
     /* Last, the costlier judgements on what passed the cheap ones. */
-    if (cb_redact_is_placeholder(s, len) || cb_redact_is_path(s, len)) return 0;
+    if (cb_redact_is_placeholder(s, len) || cb_redact_is_path(s, len) || is_file_key(s, len)) return 0;
     for (size_t i = 0; i + 3 <= len; i++) /* a URL: url-credentials judges those */
         if (s[i] == ':' && s[i + 1] == '/' && s[i + 2] == '/') return 0;
     return 1;

@@ -189,11 +189,12 @@ enum RedactCorpus {
     static let heldOutSecrets = ["heldout-code.txt", "heldout-code2.txt", "heldout-code3.txt", "heldout-formats.txt",
                                  "heldout-wide.txt", "heldout-wide2.txt", "heldout-wide3.txt",
                                  "heldout-wide4.txt", "heldout-rulesets.txt", "heldout-contexts5.txt",
-                                 "heldout-contexts6.txt", "heldout-agent7.txt", "heldout-leaks8.txt"]
+                                 "heldout-contexts6.txt", "heldout-agent7.txt", "heldout-leaks8.txt",
+                                 "heldout-sample9.txt"]
     static let heldOutBenign = ["heldout-benign.txt", "heldout-benign2.txt", "heldout-benign3.txt", "heldout-benign4.txt",
                                 "heldout-benign5.txt", "heldout-benign-rulesets.txt", "heldout-benign-contexts5.txt",
                                 "heldout-benign-contexts6.txt", "heldout-benign-agent7.txt",
-                                "heldout-benign-leaks8.txt"]
+                                "heldout-benign-leaks8.txt", "heldout-benign-sample9.txt"]
     static func lines(_ name: String) -> [String] {
         let text = (try? String(contentsOf: dir.appendingPathComponent(name), encoding: .utf8)) ?? ""
         return text.split(separator: "\n").map(String.init).filter { !$0.isEmpty && !$0.hasPrefix("#") }
