@@ -16,7 +16,7 @@ Format (one rule per block, see docs/security.md "Adding a rule"):
     keywords: <k1> <k2> ...         literals, 2-32 bytes, \\x20 is a space
     back: <bytes the match starts before the keyword>   (default 0)
     gate: none|placeholder|password|random|prose|literal (default none)
-    flags: boundary case assign call quoted verb glued paren  (default none)
+    flags: boundary case assign call quoted verb glued paren compare (default none)
     entropy: <bits/byte the secret needs at least>      (default 0)
     positive: <text with the secret between « and »>   (one or more)
     negative: <text the whole catalog must leave alone> (one or more)
@@ -41,7 +41,7 @@ GATES = {"none": "CB_GATE_NONE", "placeholder": "CB_GATE_PLACEHOLDER", "password
          "random": "CB_GATE_RANDOM", "prose": "CB_GATE_PROSE", "literal": "CB_GATE_LITERAL"}
 FLAGS = {"boundary": "CB_TRIG_BOUNDARY", "case": "CB_TRIG_CASE", "assign": "CB_TRIG_ASSIGN", "call": "CB_TRIG_CALL",
          "quoted": "CB_TRIG_QUOTED", "verb": "CB_TRIG_VERB", "glued": "CB_TRIG_GLUED",
-         "paren": "CB_TRIG_PAREN"}
+         "paren": "CB_TRIG_PAREN", "compare": "CB_TRIG_COMPARE"}
 ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 
 

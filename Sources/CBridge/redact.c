@@ -609,6 +609,18 @@ static int quote_follows(const unsigned char *u, size_t n, size_t j) {
     return j < n && (u[j] == '"' || u[j] == '\'');
 }
 
+/* After the trigger, name bytes, an optional closing quote or "]", blanks,
+ * then a comparison: ==, !=, ===, .equals( */
+static int compare_follows(const unsigned char *u, size_t n, size_t j) {
+    size_t lim = j + 64 < n ? j + 64 : n;
+    while (j < lim && (is_alnum(u[j]) || u[j] == '_')) j++;
+    if (j + 7 < n && memcmp(u + j, ".equals", 7) == 0) return 1;
+    if (j < n && (u[j] == '"' || u[j] == '\'')) j++;
+    if (j < n && u[j] == ']') j++;
+    while (j < n && (u[j] == ' ' || u[j] == '\t')) j++;
+    return j + 1 < n && (u[j] == '=' || u[j] == '!') && u[j + 1] == '=';
+}
+
 /* " (" within the next 72 bytes of the trigger's line. */
 static int paren_follows(const unsigned char *u, size_t n, size_t j) {
     size_t lim = j + 72 < n ? j + 72 : n;
@@ -634,6 +646,7 @@ static int context_ok(unsigned flags, const unsigned char *u, size_t n, size_t j
     if ((flags & CB_TRIG_QUOTED) && !quote_follows(u, n, j)) return 0;
     if ((flags & CB_TRIG_VERB) && !verb_follows(u, n, j)) return 0;
     if ((flags & CB_TRIG_PAREN) && !paren_follows(u, n, j)) return 0;
+    if ((flags & CB_TRIG_COMPARE) && !compare_follows(u, n, j)) return 0;
     return 1;
 }
 

@@ -37,6 +37,8 @@ enum cb_redact_gate {
                                  trigger: "the key is ..." */
 #define CB_TRIG_PAREN    0x80u /* the regex runs only if " (" follows on the trigger's
                                   line within 72 bytes: the token in .env (x) */
+#define CB_TRIG_COMPARE  0x100u /* the regex runs only if a comparison (==, !=,
+                                   .equals) follows the trigger's name */
 #define CB_TRIG_GLUED    0x40u /* the regex runs only if the trigger is glued to a
                                   name before it (a letter, digit, "_" or "-"):
                                   acmeSECRET, acme-private-key */

@@ -560,7 +560,7 @@ let redactRuleExamples: [(id: String, positive: [String], negative: [String])] =
     ("cookie-session", ["Cookie: sessionid=«{{alnum:32}}»; csrftoken=x"],
      ["session=started at 10:00"]),
     ("curl-user-password", ["curl -u admin:«Tr0ub4-{{alnum:6}}!» https://x.com/api", "curl --user 'bob:«s3cr3t-{{alnum:5}}»' x", "http --auth bob:«{{alnum:12}}» GET https://api.example.com", "curl -u :«{{lowb32:52}}» \"https://dev.azure.com/contoso/_apis/projects\""],
-     ["git push -u origin main", "curl -u admin:$PASS https://x"]),
+     ["git push -u origin main", "curl -u admin:$PASS https://x", "the pathspec in \"git add -u :/\" would add the updated contents"]),
     ("connection-string-password", ["Server=tcp:x.database.windows.net;Database=db;User Id=me;Password=«Tr0ub4-{{alnum:6}}»;Encrypt=true", "Host=db;Username=u; Pwd=«w3ak»;", "Server=host;Port=5432;User Id=username;Password=«secret»;Database=app;"],
      ["Server=x;Password=${DB_PASS};", "sudo: dev : TTY=pts/0 ; PWD=/home/dev/app ; USER=root"]),
     ("web3-rpc-url-key", ["const web3 = new Web3(\"https://mainnet.infura.io/v3/«{{hex:32}}»\");", "RPC_URL=https://eth-mainnet.g.alchemy.com/v2/«{{b64url:32}}»", "https://falling-snow.quiknode.pro/«{{hex:40}}»/"],
