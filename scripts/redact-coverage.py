@@ -438,22 +438,28 @@ FIXED_BENIGN = [
 
 
 def run(bin_path, lines):
-    """[(text, secret span or None)] -> findings per line, via one redact process."""
+    """[(text, secret span or None)] -> findings per line. Each case is redacted on its
+    own (one `redact` call each over one `serve --ephemeral` process), as the tests do:
+    a multi-line rule cannot match across two neighbouring cases."""
     texts = [expand_case(l)[0] for l in lines]
-    data = "\n".join(texts).encode() + b"\n"
-    p = subprocess.run([bin_path, "redact", "--findings-json"], input=data, capture_output=True, check=True)
-    finds = [json.loads(l) for l in p.stderr.decode().splitlines() if l.startswith("{")]
-    starts, pos = [], 0
-    for t in texts:
-        starts.append(pos)
-        pos += len(t.encode()) + 1
+    return texts, run_texts(bin_path, texts)
+
+
+def run_texts(bin_path, texts):
+    reqs = [{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}]
+    reqs += [{"jsonrpc": "2.0", "id": i + 1, "method": "redact", "params": {"text": t}} for i, t in enumerate(texts)]
+    data = "".join(json.dumps(r) + "\n" for r in reqs).encode()
+    p = subprocess.run([bin_path, "serve", "--ephemeral"], input=data, capture_output=True, check=True)
     hits = [[] for _ in texts]
-    for f in finds:
-        for i, s in enumerate(starts):
-            e = s + len(texts[i].encode())
-            if f["start"] < e and f["end"] > s:
-                hits[i].append((f["start"] - s, f["end"] - s, f["ruleId"]))
-    return texts, hits
+    for line in p.stdout.decode().splitlines():
+        reply = json.loads(line)
+        i = reply.get("id", 0) - 1
+        if i < 0:
+            continue
+        if "error" in reply:
+            raise SystemExit(f"redact failed for case {i + 1}: {reply['error']}")
+        hits[i] = [(f["start"], f["end"], f["ruleId"]) for f in reply["result"]["findings"]]
+    return hits
 
 
 def expand_case(template):
@@ -537,17 +543,14 @@ def measure_examples_of(bin_path, source, rules):
                 g = 1 if rx.groups >= 1 and m.group(1) else 0
                 cases.append((r, ex, len(ex[:m.start()].encode()), len(ex[:m.end()].encode()),
                                entropy(m.group(g))))
-    data = "\n".join(c[1] for c in cases).encode() + b"\n"
-    out = subprocess.run([bin_path, "redact", "--findings-json"], input=data, capture_output=True, check=True)
-    finds = [json.loads(l) for l in out.stderr.decode().splitlines() if l.startswith("{")]
-    pos, missed, random_total, random_missed = 0, [], 0, 0
-    for r, ex, s, e, h in cases:
-        hit = any(f["start"] < pos + e and f["end"] > pos + s for f in finds)
+    hits = run_texts(bin_path, [c[1] for c in cases])
+    missed, random_total, random_missed = [], 0, 0
+    for (r, ex, s, e, h), found in zip(cases, hits):
+        hit = any(a < e and b > s for a, b, _ in found)
         random_total += h >= 3.5
         random_missed += h >= 3.5 and not hit
         if not hit:
             missed.append((r, ex, h))
-        pos += len(ex.encode()) + 1
     print(f"{source} examples: {len(cases) - len(missed)}/{len(cases)} redacted "
           f"({1 - len(missed) / max(len(cases), 1):.3f}); rules with a miss: {len({m[0]['id'] for m in missed})}; "
           f"secrets with entropy >= 3.5 bits/char: {random_total - random_missed}/{random_total}")

@@ -445,6 +445,12 @@ static int prose_follows(const unsigned char *v, size_t len, const unsigned char
 
 static inline int is_alpha_(unsigned char x) { return (x >= 'a' && x <= 'z') || (x >= 'A' && x <= 'Z') || x == '_'; }
 
+static int html_entity_at(const char *s, size_t len) {
+    size_t i = 1;
+    while (i < len && i < 8 && ((s[i] | 0x20) >= 'a' && (s[i] | 0x20) <= 'z')) i++;
+    return i > 1 && i < len && s[i] == ';';
+}
+
 static int quoted_at(const unsigned char *name, const unsigned char *v) {
     return v > name && (v[-1] == '"' || v[-1] == '\'' || v[-1] == '`');
 }
@@ -455,8 +461,9 @@ static int quoted_at(const unsigned char *name, const unsigned char *v) {
 static int password_ok(const unsigned char *name, const unsigned char *v, size_t len, const unsigned char *end_of_text) {
     const char *s = (const char *)v;
     int stop = cb_redact_is_stopword(s, len) && !(quoted_at(name, v) && cb_redact_is_credential_word(s, len));
-    /* &str, &mut, &lt;...&gt;: a reference type or an escaped <placeholder>. */
-    int ampersand_word = s[0] == '&' && len > 1 && ((v[1] | 0x20) >= 'a' && (v[1] | 0x20) <= 'z');
+    /* &str, &mut (a reference type, unquoted) or &lt;...&gt; (an escaped <placeholder>). */
+    int ampersand_word = s[0] == '&' && len > 1 && ((v[1] | 0x20) >= 'a' && (v[1] | 0x20) <= 'z') &&
+                         (!quoted_at(name, v) || html_entity_at(s, len));
     return !cb_redact_is_placeholder(s, len) && !stop && !cb_redact_is_path(s, len) && s[0] != '-' &&
            !ampersand_word && !prose_follows(v, len, end_of_text);
 }

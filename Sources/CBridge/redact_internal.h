@@ -35,13 +35,13 @@ enum cb_redact_gate {
 
 #define CB_TRIG_VERB     0x20u /* the regex runs only if " is " or " was " follows the
                                  trigger: "the key is ..." */
+#define CB_TRIG_GLUED    0x40u /* the regex runs only if the trigger is glued to a
+                                  name before it (a letter, digit, "_" or "-"):
+                                  acmeSECRET, acme-private-key */
 #define CB_TRIG_PAREN    0x80u /* the regex runs only if " (" follows on the trigger's
                                   line within 72 bytes: the token in .env (x) */
 #define CB_TRIG_COMPARE  0x100u /* the regex runs only if a comparison (==, !=,
                                    .equals) follows the trigger's name */
-#define CB_TRIG_GLUED    0x40u /* the regex runs only if the trigger is glued to a
-                                  name before it (a letter, digit, "_" or "-"):
-                                  acmeSECRET, acme-private-key */
 
 #define CB_REDACT_MAX_TRIGGERS 8
 

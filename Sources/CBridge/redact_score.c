@@ -53,8 +53,10 @@ static const char *const needles[] = {
 };
 #define NNEEDLES (sizeof needles / sizeof needles[0])
 
-/* needles grouped by first byte: by_first[c] lists indexes, -1 terminated. */
-static int8_t by_first[256][8];
+/* needles grouped by first byte: by_first[c] lists indexes, -1 terminated;
+ * the static assertion below keeps every group within a row. */
+static int8_t by_first[256][NNEEDLES + 1];
+_Static_assert(NNEEDLES < 127, "needle indexes are int8_t");
 static pthread_once_t by_first_once = PTHREAD_ONCE_INIT;
 static void by_first_init(void) {
     memset(by_first, -1, sizeof by_first);
@@ -62,7 +64,7 @@ static void by_first_init(void) {
         unsigned char c = (unsigned char)needles[k][0];
         int j = 0;
         while (by_first[c][j] >= 0) j++;
-        by_first[c][j] = (int8_t)k; /* 7 fit; at most 4 share one today */
+        by_first[c][j] = (int8_t)k; /* a row holds every needle, so j stays in range */
     }
 }
 
@@ -108,6 +110,28 @@ static int is_identifier(const char *s, size_t len) {
     return 1;
 }
 
+/* DB_PASS, API_TOKEN_2: a shell variable's name, not a password. */
+static int is_constant_name(const char *s, size_t len) {
+    for (size_t i = 0; i < len; i++)
+        if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_')) return 0;
+    return len > 0;
+}
+
+/* "sensitive value", "hidden": letters and spaces only. */
+static int is_words(const char *s, size_t len) {
+    for (size_t i = 0; i < len; i++)
+        if (!((s[i] | 0x20) >= 'a' && (s[i] | 0x20) <= 'z') && s[i] != ' ') return 0;
+    return len > 0;
+}
+
+/* A BuildKit secret spec: id=<name>, then nothing or ",src=…" / ",env=…". */
+static int is_buildkit_spec(const char *s, size_t len) {
+    if (!starts(s, len, "id=")) return 0;
+    size_t i = 3;
+    while (i < len && (is_identifier(s + i, 1) || s[i] == '-' || s[i] == '.')) i++;
+    return i > 3 && (i == len || starts(s + i, len - i, ",src=") || starts(s + i, len - i, ",env="));
+}
+
 static int is_identifier_dashed(const char *s, size_t len) {
     for (size_t i = 0; i < len; i++)
         if (!is_identifier(s + i, 1) && s[i] != '-' && s[i] != '.') return 0;
@@ -130,11 +154,12 @@ int cb_redact_is_placeholder(const char *s, size_t len) {
     if (s[0] == '%' && len > 2 && s[len - 1] == '%') return 1;
     /* Template syntaxes: <your-key>, {{ .Values.secret }}, {secret}, %(pw)s, #{x};
      * a tool's note in place of the value: (sensitive value), (hidden). */
-    if ((s[0] == '<' && s[len - 1] == '>') || (s[0] == '(' && s[len - 1] == ')')) return 1;
+    if ((s[0] == '<' && s[len - 1] == '>') || (s[0] == '(' && s[len - 1] == ')' && is_words(s + 1, len - 2)))
+        return 1;
     if (s[0] == '{' || s[0] == '[') return 1;
     if (starts(s, len, "%(") || starts(s, len, "#{") || starts(s, len, "@{")) return 1;
     /* A printf/SQL parameter (password=%s, pwd=?) or a BuildKit secret spec (id=npm,src=...). */
-    if ((s[0] == '%' && len <= 4) || (len == 1 && s[0] == '?') || starts(s, len, "id=")) return 1;
+    if ((s[0] == '%' && len <= 4) || (len == 1 && s[0] == '?') || is_buildkit_spec(s, len)) return 1;
     /* A secret manager's name:version reference (--set-secrets=DB_PASS=db-pass:latest). */
     if (len > 7 && strncasecmp(s + len - 7, ":latest", 7) == 0 && is_identifier_dashed(s, len - 7)) return 1;
     /* Where openssl and friends read the password from: -pass file:key.txt, env:VAR, fd:3. */
@@ -142,7 +167,8 @@ int cb_redact_is_placeholder(const char *s, size_t len) {
     /* A file the tool reads the value from (password=@password.txt). */
     if (s[0] == '@' && len > 2 && cb_redact_is_path_like(s + 1, len - 1)) return 1;
     /* The message of a shell ${VAR:?message} (an error text, not a default). */
-    if (s[0] == '?' && len > 1 && is_identifier(s + 1, len - 1)) return 1;
+    if (s[0] == '?' && len > 1 && (cb_redact_is_plain_word(s + 1, len - 1) || is_constant_name(s + 1, len - 1)))
+        return 1;
     /* Terraform/HCL references: var.x, data.aws_ssm_parameter.x.value, local.x, module.x.y. */
     if (is_hcl_reference(s, len)) return 1;
     /* A YAML tag instead of the value (password: !vault |, !Ref DbPassword). */
