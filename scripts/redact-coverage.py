@@ -6,8 +6,9 @@ Parker (crates/noseyparker/data/default/builtin/rules/*.yml) and TruffleHog (pkg
 this builds SYNTHETIC secrets from the rule's format (prefix, alphabet, length read
 from its pattern's secret group; random characters from a fixed seed), places them
 in the context the rule's keyword implies (`NAME_API_KEY=<secret>`, and bare in a log
-line when the format has its own prefix), runs them through `codingbridge redact
---findings-json` and reports recall per source and the misses grouped by rule.
+line when the format has its own prefix), redacts each one on its own (the RPC
+`redact` method of `codingbridge serve --ephemeral`) and reports recall per source and
+the misses grouped by rule.
 Benign look-alikes (the same alphabets without the prefix, UUIDs, hashes) measure
 false positives. Nothing of the other projects is copied: their patterns are only
 parsed for the format facts; values and contexts are generated here.
