@@ -485,7 +485,7 @@ static int argument_variable(const unsigned char *text, const unsigned char *nam
 /* An unquoted member access or subscript (cfg.Password, self.db.password,
  * params[:password]): code that reads the password, not the password. */
 static int code_reference(const unsigned char *name, const unsigned char *v, size_t len, const unsigned char *end) {
-    if (len == 0 || (v > name && (v[-1] == '"' || v[-1] == '\'' || v[-1] == '`'))) return 0;
+    if (len == 0 || quoted_at(name, v)) return 0;
     size_t dots = 0, seg = 0;
     int seg_start = 1;
     for (size_t i = 0; i <= len; i++) {

@@ -87,55 +87,36 @@ static int starts(const char *s, size_t len, const char *p) {
     return len >= m && strncasecmp(s, p, m) == 0;
 }
 
+/* Character classes: 1 lower, 2 upper, 4 digit. */
+enum { LOWER = 1, UPPER = 2, DIGIT = 4, ALNUM = 7 };
+static const unsigned char cls[256] = {['a' ... 'z'] = LOWER, ['A' ... 'Z'] = UPPER, ['0' ... '9'] = DIGIT};
+
+/* How many leading bytes of s are of the classes or among the extra bytes. */
+static size_t span_of(const char *s, size_t len, unsigned classes, const char *extra) {
+    size_t i = 0;
+    while (i < len && ((cls[(unsigned char)s[i]] & classes) || (s[i] && strchr(extra, s[i])))) i++;
+    return i;
+}
+
+/* Every byte of a non-empty s is of the classes or among the extra bytes. */
+static int all_of(const char *s, size_t len, unsigned classes, const char *extra) {
+    return len > 0 && span_of(s, len, classes, extra) == len;
+}
+
 /* An HCL expression naming where the value lives: a reference root then
  * identifiers joined by dots (random values have no such prefix). */
 static int is_hcl_reference(const char *s, size_t len) {
     static const char *roots[] = {"var.", "data.", "local.", "module.", NULL};
     int rooted = 0;
     for (int i = 0; roots[i] && !rooted; i++) rooted = len > strlen(roots[i]) && strncmp(s, roots[i], strlen(roots[i])) == 0;
-    if (!rooted) return 0;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-'))
-            return 0;
-    }
-    return 1;
-}
-
-static int is_identifier(const char *s, size_t len) {
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) return 0;
-    }
-    return 1;
-}
-
-/* DB_PASS, API_TOKEN_2: a shell variable's name, not a password. */
-static int is_constant_name(const char *s, size_t len) {
-    for (size_t i = 0; i < len; i++)
-        if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_')) return 0;
-    return len > 0;
-}
-
-/* "sensitive value", "hidden": letters and spaces only. */
-static int is_words(const char *s, size_t len) {
-    for (size_t i = 0; i < len; i++)
-        if (!((s[i] | 0x20) >= 'a' && (s[i] | 0x20) <= 'z') && s[i] != ' ') return 0;
-    return len > 0;
+    return rooted && all_of(s, len, ALNUM, "_.-");
 }
 
 /* A BuildKit secret spec: id=<name>, then nothing or ",src=…" / ",env=…". */
 static int is_buildkit_spec(const char *s, size_t len) {
     if (!starts(s, len, "id=")) return 0;
-    size_t i = 3;
-    while (i < len && (is_identifier(s + i, 1) || s[i] == '-' || s[i] == '.')) i++;
+    size_t i = 3 + span_of(s + 3, len - 3, ALNUM, "_-.");
     return i > 3 && (i == len || starts(s + i, len - i, ",src=") || starts(s + i, len - i, ",env="));
-}
-
-static int is_identifier_dashed(const char *s, size_t len) {
-    for (size_t i = 0; i < len; i++)
-        if (!is_identifier(s + i, 1) && s[i] != '-' && s[i] != '.') return 0;
-    return len > 0;
 }
 
 int cb_redact_is_placeholder(const char *s, size_t len) {
@@ -154,20 +135,22 @@ int cb_redact_is_placeholder(const char *s, size_t len) {
     if (s[0] == '%' && len > 2 && s[len - 1] == '%') return 1;
     /* Template syntaxes: <your-key>, {{ .Values.secret }}, {secret}, %(pw)s, #{x};
      * a tool's note in place of the value: (sensitive value), (hidden). */
-    if ((s[0] == '<' && s[len - 1] == '>') || (s[0] == '(' && s[len - 1] == ')' && is_words(s + 1, len - 2)))
+    /* "(sensitive value)", "(hidden)": letters and spaces only. */
+    if ((s[0] == '<' && s[len - 1] == '>') || (s[0] == '(' && s[len - 1] == ')' && all_of(s + 1, len - 2, LOWER | UPPER, " ")))
         return 1;
     if (s[0] == '{' || s[0] == '[') return 1;
     if (starts(s, len, "%(") || starts(s, len, "#{") || starts(s, len, "@{")) return 1;
     /* A printf/SQL parameter (password=%s, pwd=?) or a BuildKit secret spec (id=npm,src=...). */
     if ((s[0] == '%' && len <= 4) || (len == 1 && s[0] == '?') || is_buildkit_spec(s, len)) return 1;
     /* A secret manager's name:version reference (--set-secrets=DB_PASS=db-pass:latest). */
-    if (len > 7 && strncasecmp(s + len - 7, ":latest", 7) == 0 && is_identifier_dashed(s, len - 7)) return 1;
+    if (len > 7 && strncasecmp(s + len - 7, ":latest", 7) == 0 && all_of(s, len - 7, ALNUM, "_-.")) return 1;
     /* Where openssl and friends read the password from: -pass file:key.txt, env:VAR, fd:3. */
     if (starts(s, len, "file:") || starts(s, len, "env:") || starts(s, len, "fd:")) return 1;
     /* A file the tool reads the value from (password=@password.txt). */
     if (s[0] == '@' && len > 2 && cb_redact_is_path_like(s + 1, len - 1)) return 1;
-    /* The message of a shell ${VAR:?message} (an error text, not a default). */
-    if (s[0] == '?' && len > 1 && (cb_redact_is_plain_word(s + 1, len - 1) || is_constant_name(s + 1, len - 1)))
+    /* The message of a shell ${VAR:?message} (an error text, not a default), or the
+     * variable's own name there (DB_PASS, API_TOKEN_2). */
+    if (s[0] == '?' && len > 1 && (cb_redact_is_plain_word(s + 1, len - 1) || all_of(s + 1, len - 1, UPPER | DIGIT, "_")))
         return 1;
     /* Terraform/HCL references: var.x, data.aws_ssm_parameter.x.value, local.x, module.x.y. */
     if (is_hcl_reference(s, len)) return 1;
@@ -235,8 +218,6 @@ int cb_redact_is_path(const char *s, size_t len) {
     return 0;
 }
 
-/* Character classes for the randomness gate: 1 lower, 2 upper, 4 digit. */
-static const unsigned char cls[256] = {['a' ... 'z'] = 1, ['A' ... 'Z'] = 2, ['0' ... '9'] = 4};
 
 static int is_hex(const char *s, size_t len) {
     for (size_t i = 0; i < len; i++) {
